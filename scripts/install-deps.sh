@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package llmserve's build, tests and benchmarks need.
+# Idempotent: packages already present are skipped by apt-get. Run as root (or with sudo).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libcpp-httplib-dev    # HTTP server/client + SSE (cpp-httplib)
+  nlohmann-json3-dev    # JSON
+  libcli11-dev          # command-line parsing
+  libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev      # Google Benchmark (bench/)
+  curl                  # run.sh prints/uses a curl example; tests do not need it
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
