@@ -1,0 +1,51 @@
+// Cache, scheduler and engine configuration: plain structs with validate(). CLI flags map
+// one-to-one onto these fields and use vLLM's names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace llmserve {
+
+/// Default KV cache budget when neither --kv-cache-memory nor --num-kv-blocks is given.
+inline constexpr int64_t kDefaultKvCacheMemoryBytes = 2LL << 30;  // 2 GiB
+
+struct CacheConfig {
+  int32_t block_size = 16;          // tokens per KV block (--block-size)
+  int64_t kv_cache_memory_bytes = 0;  // --kv-cache-memory; 0 = default budget
+  int32_t num_kv_blocks = 0;        // --num-kv-blocks; overrides the memory budget when > 0
+  DType kv_cache_dtype = DType::kF32;
+
+  Status validate() const;
+};
+
+enum class SchedulingPolicy { kFcfs };
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 128;              // --max-num-seqs: sequences running per step
+  int32_t max_num_batched_tokens = 2048;   // --max-num-batched-tokens: tokens per step
+  int32_t max_model_len = 0;               // --max-model-len: 0 = from the model
+  bool enable_chunked_prefill = true;      // split prompts longer than the leftover budget
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  /// Check scheduler/KV invariants after every step (tests turn this on; cheap enough).
+  bool check_invariants = false;
+
+  Status validate() const;
+};
+
+struct EngineConfig {
+  std::string model_path;       // GGUF file or llama2.c .bin
+  std::string tokenizer_path;   // llama2.c tokenizer.bin (required for .bin models)
+  std::string served_model_name;  // --served-model-name; default: file stem
+  int32_t num_threads = 0;      // --threads; 0 = physical cores
+  uint64_t seed = 0;            // engine default seed for requests without one
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+
+  Status validate() const;
+};
+
+}  // namespace llmserve

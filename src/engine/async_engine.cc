@@ -1,0 +1,122 @@
+#include "engine/async_engine.h"
+
+#include <chrono>
+
+namespace llmserve {
+
+std::optional<RequestOutput> RequestStream::wait_next(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                    [this] { return !queue_.empty(); }))
+    return std::nullopt;
+  RequestOutput out = std::move(queue_.front());
+  queue_.pop_front();
+  return out;
+}
+
+void RequestStream::push(RequestOutput out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(out));
+  }
+  cv_.notify_all();
+}
+
+AsyncEngine::AsyncEngine(std::unique_ptr<LLMEngine> engine) : engine_(std::move(engine)) {
+  stats_ = engine_->stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Expected<std::shared_ptr<RequestStream>> AsyncEngine::submit(EngineRequest request) {
+  // check_request only reads immutable config, so it is safe off the engine thread.
+  LLMS_RETURN_IF_ERROR(engine_->check_request(request));
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Status(StatusCode::kResourceExhausted, "engine is shutting down");
+    const int64_t id = next_request_id_++;
+    stream = std::make_shared<RequestStream>(id);
+    streams_.emplace(id, stream);
+    pending_adds_.emplace_back(id, std::move(request));
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void AsyncEngine::abort(int64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_aborts_.push_back(request_id);
+  }
+  cv_.notify_all();
+}
+
+EngineStats AsyncEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void AsyncEngine::loop() {
+  for (;;) {
+    std::deque<std::pair<int64_t, EngineRequest>> adds;
+    std::deque<int64_t> aborts;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] {
+        return stop_ || !pending_adds_.empty() || !pending_aborts_.empty() ||
+               engine_->has_unfinished_requests();
+      });
+      if (stop_) break;
+      adds.swap(pending_adds_);
+      aborts.swap(pending_aborts_);
+    }
+    for (auto& [id, req] : adds) {
+      Status st = engine_->add_request(id, std::move(req));
+      if (!st.ok()) {  // validated in submit(); only a race with config could land here
+        RequestOutput out;
+        out.request_id = id;
+        out.finished = true;
+        out.finish_reason = FinishReason::kAbort;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = streams_.find(id); it != streams_.end()) {
+          it->second->push(std::move(out));
+          streams_.erase(it);
+        }
+      }
+    }
+    for (int64_t id : aborts) engine_->abort_request(id);
+
+    std::vector<RequestOutput> outputs = engine_->step();
+    EngineStats stats = engine_->stats();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = stats;
+    for (auto& out : outputs) {
+      auto it = streams_.find(out.request_id);
+      if (it == streams_.end()) continue;
+      const bool finished = out.finished;
+      it->second->push(std::move(out));
+      if (finished) streams_.erase(it);
+    }
+  }
+  // Shutdown: abort everything still in flight so waiting clients see a final output.
+  for (auto& [id, stream] : streams_) {
+    engine_->abort_request(id);
+    RequestOutput out;
+    out.request_id = id;
+    out.finished = true;
+    out.finish_reason = FinishReason::kAbort;
+    stream->push(std::move(out));
+  }
+  streams_.clear();
+}
+
+}  // namespace llmserve

@@ -1,0 +1,75 @@
+// AsyncEngine: runs LLMEngine's step loop on one dedicated engine thread. Other threads (HTTP
+// handlers) submit tokenized requests and read each request's outputs from its RequestStream;
+// they never run model code.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "common/status.h"
+#include "engine/llm_engine.h"
+#include "engine/request_output.h"
+
+namespace llmserve {
+
+/// Thread-safe queue of one request's outputs, filled by the engine thread.
+class RequestStream {
+ public:
+  explicit RequestStream(int64_t request_id) : request_id_(request_id) {}
+  int64_t request_id() const { return request_id_; }
+
+  /// Waits up to timeout_s seconds for the next output; nullopt on timeout.
+  std::optional<RequestOutput> wait_next(double timeout_s);
+  /// Called by the engine thread.
+  void push(RequestOutput out);
+
+ private:
+  int64_t request_id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+};
+
+class AsyncEngine {
+ public:
+  /// Takes ownership of a loaded engine and starts the engine thread.
+  explicit AsyncEngine(std::unique_ptr<LLMEngine> engine);
+  ~AsyncEngine();  // stops the thread; unfinished requests are aborted
+
+  /// Validates (the same checks as LLMEngine::add_request: prompt length vs max_model_len,
+  /// max_tokens, KV capacity, sampling params) and enqueues. Errors are InvalidArgument /
+  /// ResourceExhausted with a message naming the numbers involved (for an HTTP 400).
+  Expected<std::shared_ptr<RequestStream>> submit(EngineRequest request);
+
+  /// Aborts a request (client went away). Its KV blocks are freed by the next step.
+  void abort(int64_t request_id);
+
+  /// Snapshot of engine gauges (updated after every step).
+  EngineStats stats() const;
+
+  /// Immutable facts about the loaded model, safe from any thread.
+  const LLMEngine& engine() const { return *engine_; }
+
+ private:
+  void loop();
+
+  std::unique_ptr<LLMEngine> engine_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<int64_t, EngineRequest>> pending_adds_;
+  std::deque<int64_t> pending_aborts_;
+  std::unordered_map<int64_t, std::shared_ptr<RequestStream>> streams_;
+  EngineStats stats_;
+  int64_t next_request_id_ = 1;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace llmserve

@@ -1,0 +1,56 @@
+// LLMEngine: the synchronous engine core. add_request() queues a tokenized request; step()
+// runs one iteration (schedule -> one batched forward pass -> sample -> update) and returns
+// what each touched request produced. Single-threaded: call from one thread only (AsyncEngine
+// wraps it in an engine thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/engine_config.h"
+#include "config/model_config.h"
+#include "engine/request_output.h"
+
+namespace llmserve {
+
+class Tokenizer;
+
+class LLMEngine {
+ public:
+  /// Loads the model and tokenizer, sizes and allocates the KV block pool once.
+  /// Errors: bad config (InvalidArgument), missing/corrupt model or tokenizer files (NotFound /
+  /// DataLoss, naming the file), KV budget smaller than one sequence (ResourceExhausted).
+  static Expected<std::unique_ptr<LLMEngine>> create(const EngineConfig& config);
+  virtual ~LLMEngine() = default;
+
+  /// Validates and queues a request under the caller-chosen unique id.
+  /// Errors (InvalidArgument): empty prompt, token id out of range, invalid sampling params,
+  /// prompt_len > max_model_len, prompt_len + max_tokens > max_model_len, or more KV blocks
+  /// than the whole pool holds. The message names the numbers.
+  virtual Status add_request(int64_t request_id, EngineRequest request) = 0;
+  /// Same checks as add_request without queueing.
+  virtual Status check_request(const EngineRequest& request) const = 0;
+
+  /// Aborts a waiting or running request; its blocks are freed immediately and the next
+  /// step() reports it finished with FinishReason::kAbort. Unknown ids are ignored.
+  virtual void abort_request(int64_t request_id) = 0;
+
+  /// One engine iteration. Returns one RequestOutput per request that produced tokens, text
+  /// or finished during this step (aborts included).
+  virtual std::vector<RequestOutput> step() = 0;
+
+  virtual bool has_unfinished_requests() const = 0;
+  virtual EngineStats stats() const = 0;
+
+  virtual const ModelConfig& model_config() const = 0;
+  virtual const EngineConfig& config() const = 0;  // with defaults resolved
+  virtual const Tokenizer& tokenizer() const = 0;
+  /// Effective max_model_len (tokens) after defaults and overrides.
+  virtual int32_t max_model_len() const = 0;
+  virtual const std::string& served_model_name() const = 0;
+};
+
+}  // namespace llmserve

@@ -1,0 +1,63 @@
+// What goes into and out of the engine: plain data, no strings but the text deltas.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace llmserve {
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+
+/// "stop", "length", "abort" (OpenAI finish_reason spelling), "" for kNone.
+const char* finish_reason_name(FinishReason r);
+
+/// A tokenized request as submitted to the engine.
+struct EngineRequest {
+  std::vector<int32_t> prompt_token_ids;  // BOS already included if wanted
+  SamplingParams params;
+  double arrival_time = 0;  // seconds, now_seconds() when the HTTP/CLI request arrived
+};
+
+/// Per-request timing, seconds on the now_seconds() clock (0 = not yet).
+struct RequestTiming {
+  double arrival_time = 0;
+  double first_scheduled_time = 0;
+  double first_token_time = 0;
+  double last_token_time = 0;
+  double finished_time = 0;
+};
+
+/// One step's news for one request. new_text is complete UTF-8 (held back until a partial
+/// character or a possible stop-string prefix resolves); the concatenation of all new_text
+/// of a request is its final output text.
+struct RequestOutput {
+  int64_t request_id = 0;
+  std::vector<int32_t> new_token_ids;
+  std::string new_text;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;  // total so far
+  int32_t num_preemptions = 0;
+  RequestTiming timing;
+};
+
+/// Engine-wide gauges for /metrics and logs.
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_total_blocks = 0;
+  int32_t num_free_blocks = 0;
+  /// Fraction of KV blocks in use (vllm:kv_cache_usage_perc, 0..1).
+  double kv_cache_usage = 0;
+  int64_t num_preemptions_total = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t num_requests_finished = 0;
+  int64_t num_steps = 0;
+};
+
+}  // namespace llmserve
