@@ -42,6 +42,7 @@ struct EngineConfig {
   std::string served_model_name;  // --served-model-name; default: file stem
   int32_t num_threads = 0;      // --threads; 0 = physical cores
   uint64_t seed = 0;            // engine default seed for requests without one
+  std::string attention_backend = "reference";  // --attention-backend
   CacheConfig cache;
   SchedulerConfig scheduler;
 

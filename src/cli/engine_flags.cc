@@ -1,0 +1,77 @@
+#include "cli/engine_flags.h"
+
+#include <cctype>
+#include <cmath>
+
+#include "common/logging.h"
+
+namespace llmserve::cli {
+
+void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
+  app.add_option("model", c.model_path, "Model file: GGUF (.gguf) or llama2.c checkpoint (.bin)")
+      ->required();
+  app.add_option("--tokenizer", c.tokenizer_path,
+                 "llama2.c tokenizer.bin (required for .bin checkpoints; GGUF files embed theirs)");
+  app.add_option("--served-model-name", c.served_model_name,
+                 "Model name in the API (default: the model file's stem)");
+  app.add_option("--max-num-seqs", c.scheduler.max_num_seqs,
+                 "Maximum sequences scheduled in one step")
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.scheduler.max_num_batched_tokens,
+                 "Token budget of one step (prefill chunks + decodes)")
+      ->capture_default_str();
+  app.add_option("--max-model-len", c.scheduler.max_model_len,
+                 "Maximum tokens (prompt + output) of one sequence (default: the model's "
+                 "context length)");
+  app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
+               c.scheduler.enable_chunked_prefill,
+               "Split prompts longer than the step's leftover token budget (default: on)");
+  app.add_option("--block-size", c.cache.block_size, "Tokens per KV cache block")
+      ->capture_default_str();
+  app.add_option("--kv-cache-memory", v.kv_cache_memory,
+                 "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB)");
+  app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
+                 "Number of KV blocks (overrides --kv-cache-memory)");
+  app.add_option("--threads", c.num_threads, "Compute threads (default: physical cores)");
+  app.add_option("--seed", c.seed, "Default seed for requests that give none")
+      ->capture_default_str();
+  app.add_option("--attention-backend", c.attention_backend,
+                 "Attention implementation: reference")
+      ->capture_default_str();
+  app.add_option("--log-level", v.log_level, "debug, info, warn, error")->capture_default_str();
+}
+
+Expected<int64_t> parse_bytes(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  if (i == 0) return InvalidArgument("--kv-cache-memory: '{}' is not a size in bytes", text);
+  double value = 0;
+  try {
+    value = std::stod(text.substr(0, i));
+  } catch (...) {
+    return InvalidArgument("--kv-cache-memory: '{}' is not a size in bytes", text);
+  }
+  std::string unit = text.substr(i);
+  for (auto& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double mult;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1048576.0;
+  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1073741824.0;
+  else return InvalidArgument("--kv-cache-memory: unknown unit '{}' in '{}'", unit, text);
+  const double bytes = value * mult;
+  if (!(bytes >= 1) || bytes > 9e18)
+    return InvalidArgument("--kv-cache-memory: '{}' is out of range", text);
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v) {
+  init_logging(v.log_level);
+  if (!v.kv_cache_memory.empty()) {
+    LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_memory_bytes, parse_bytes(v.kv_cache_memory));
+  }
+  return Status::Ok();
+}
+
+}  // namespace llmserve::cli

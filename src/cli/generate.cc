@@ -1,0 +1,91 @@
+// llmserve generate: one prompt through the engine, text streamed to stdout (or --json).
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/timing.h"
+#include "engine/llm_engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llmserve::cli {
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "error: %s\n", status.message().c_str());
+  return 1;
+}
+
+GenerateCommand::GenerateCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("generate", "Generate a completion for one prompt");
+  add_engine_flags(*cmd_, config_, flags_);
+  cmd_->add_option("--prompt", prompt_, "Prompt text (BOS is prepended)")->required();
+  cmd_->add_option("--max-tokens", max_tokens_, "Maximum tokens to generate")
+      ->capture_default_str();
+  cmd_->add_option("--temperature", temperature_, "0 = greedy")->capture_default_str();
+  cmd_->add_option("--top-p", top_p_, "Nucleus sampling mass in (0, 1]")->capture_default_str();
+  cmd_->add_option("--top-k", top_k_, "Keep the k most likely tokens (-1 = all)")
+      ->capture_default_str();
+  cmd_->add_option("--request-seed", seed_, "Seed for this request's sampling (-1 = engine's)");
+  cmd_->add_flag("--ignore-eos", ignore_eos_, "Do not stop at the end-of-sequence token");
+  cmd_->add_flag("--json", json_,
+                 "Print one JSON object (prompt, token ids, text, timings) instead of text");
+}
+
+int GenerateCommand::run() {
+  if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  auto engine_or = LLMEngine::create(config_);
+  if (!engine_or.ok()) return fail(engine_or.status());
+  LLMEngine& engine = **engine_or;
+
+  EngineRequest req;
+  req.arrival_time = now_seconds();
+  req.prompt_token_ids = engine.tokenizer().encode(prompt_, /*add_bos=*/true);
+  req.params.max_tokens = max_tokens_;
+  req.params.temperature = temperature_;
+  req.params.top_p = top_p_;
+  req.params.top_k = top_k_;
+  req.params.ignore_eos = ignore_eos_;
+  if (seed_ >= 0) req.params.seed = static_cast<uint64_t>(seed_);
+  const std::vector<int32_t> prompt_ids = req.prompt_token_ids;
+  if (Status st = engine.add_request(0, std::move(req)); !st.ok()) return fail(st);
+
+  std::vector<int32_t> output_ids;
+  std::string text;
+  RequestOutput last;
+  if (!json_) std::cout << prompt_ << std::flush;
+  while (engine.has_unfinished_requests()) {
+    for (RequestOutput& o : engine.step()) {
+      output_ids.insert(output_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      text += o.new_text;
+      if (!json_) std::cout << o.new_text << std::flush;
+      last = std::move(o);
+    }
+  }
+  const RequestTiming& t = last.timing;
+  const double ttft = t.first_token_time - t.arrival_time;
+  const double e2e = t.finished_time - t.arrival_time;
+  const double decode_s = t.last_token_time - t.first_token_time;
+  const double decode_tps = output_ids.size() > 1 ? (output_ids.size() - 1) / decode_s : 0.0;
+  if (json_) {
+    nlohmann::json j = {{"prompt", prompt_},
+                        {"prompt_token_ids", prompt_ids},
+                        {"token_ids", output_ids},
+                        {"text", text},
+                        {"finish_reason", finish_reason_name(last.finish_reason)},
+                        {"num_prompt_tokens", prompt_ids.size()},
+                        {"num_output_tokens", output_ids.size()},
+                        {"ttft_s", ttft},
+                        {"e2e_s", e2e},
+                        {"decode_tokens_per_s", decode_tps}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << "\n";
+    std::fprintf(stderr, "[%zu prompt + %zu generated tokens, TTFT %.2f ms, decode %.1f tok/s, "
+                 "finish_reason %s]\n", prompt_ids.size(), output_ids.size(), ttft * 1e3,
+                 decode_tps, finish_reason_name(last.finish_reason));
+  }
+  return 0;
+}
+
+}  // namespace llmserve::cli

@@ -1,0 +1,55 @@
+// llmserve serve: load the model, start the engine thread and the OpenAI-compatible HTTP
+// server; SIGINT/SIGTERM stop it cleanly.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "engine/async_engine.h"
+#include "server/http_server.h"
+
+namespace llmserve::cli {
+
+ServeCommand::ServeCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  add_engine_flags(*cmd_, config_, flags_);
+  cmd_->add_option("--host", host_, "Address to listen on")->capture_default_str();
+  cmd_->add_option("--port", port_, "TCP port (0 = any free port)")->capture_default_str();
+  cmd_->add_option("--http-threads", http_threads_, "HTTP worker threads (concurrent clients)")
+      ->capture_default_str();
+}
+
+int ServeCommand::run() {
+  if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  // Block SIGINT/SIGTERM in every thread; a dedicated thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto engine = LLMEngine::create(config_);
+  if (!engine.ok()) return fail(engine.status());
+  AsyncEngine async_engine(std::move(*engine));
+  ServerConfig sc;
+  sc.host = host_;
+  sc.port = port_;
+  sc.num_http_threads = http_threads_;
+  HttpServer server(async_engine, sc);
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {} received, shutting down", sig);
+    server.stop();
+  });
+  Status st = server.listen();
+  // listen() returned: either stop() was called or binding failed. Wake the signal thread.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  if (!st.ok()) return fail(st);
+  return 0;
+}
+
+}  // namespace llmserve::cli

@@ -1,0 +1,237 @@
+// The LLMEngine implementation: owns model file, tokenizer, thread pool, KV cache manager,
+// scheduler, model runner and the requests; step() = schedule -> execute -> sample -> update.
+#include "engine/llm_engine.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include "common/check.h"
+#include "common/logging.h"
+#include "common/timing.h"
+#include "engine/output_processor.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv_cache/kv_cache_manager.h"
+#include "models/model_file.h"
+#include "runner/model_runner.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llmserve {
+namespace {
+
+Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const EngineConfig& cfg, const ModelFile& mf) {
+  if (!cfg.tokenizer_path.empty()) {
+    LLMS_ASSIGN_OR_RETURN(Vocab v, load_llama2c_vocab(cfg.tokenizer_path, mf.config().vocab_size));
+    return make_spm_tokenizer(std::move(v));
+  }
+  if (mf.gguf() == nullptr)
+    return InvalidArgument("{}: llama2.c checkpoints carry no vocabulary; pass --tokenizer "
+                           "tokenizer.bin", mf.path());
+  LLMS_ASSIGN_OR_RETURN(Vocab v, load_gguf_vocab(*mf.gguf()));
+  if (v.size() != mf.config().vocab_size)
+    return DataLoss("{}: vocabulary has {} tokens but token_embd has {} rows", mf.path(),
+                    v.size(), mf.config().vocab_size);
+  return make_spm_tokenizer(std::move(v));
+}
+
+class EngineCore final : public LLMEngine {
+ public:
+  Status init(const EngineConfig& config);
+
+  Status add_request(int64_t request_id, EngineRequest request) override;
+  Status check_request(const EngineRequest& request) const override;
+  void abort_request(int64_t request_id) override;
+  std::vector<RequestOutput> step() override;
+  bool has_unfinished_requests() const override {
+    return scheduler_->has_unfinished() || !pending_outputs_.empty();
+  }
+  EngineStats stats() const override;
+  const ModelConfig& model_config() const override { return model_file_->config(); }
+  const EngineConfig& config() const override { return config_; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  int32_t max_model_len() const override { return max_model_len_; }
+  const std::string& served_model_name() const override { return config_.served_model_name; }
+
+ private:
+  RequestOutput make_output(Request& req, std::vector<int32_t> new_tokens);
+  void finish(Request& req, FinishReason reason);
+
+  EngineConfig config_;
+  int32_t max_model_len_ = 0;
+  std::unique_ptr<ModelFile> model_file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<KVCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::vector<RequestOutput> pending_outputs_;  // aborts reported by the next step()
+  std::vector<std::pair<float, int32_t>> sample_scratch_;
+  EngineStats counters_;
+};
+
+Status EngineCore::init(const EngineConfig& config) {
+  config_ = config;
+  LLMS_RETURN_IF_ERROR(config_.validate());
+  LLMS_ASSIGN_OR_RETURN(model_file_, ModelFile::open(config_.model_path));
+  const ModelConfig& mc = model_file_->config();
+  LLMS_ASSIGN_OR_RETURN(tokenizer_, load_tokenizer(config_, *model_file_));
+  if (config_.served_model_name.empty()) config_.served_model_name = mc.name;
+
+  max_model_len_ = config_.scheduler.max_model_len > 0 ? config_.scheduler.max_model_len
+                                                       : mc.max_position_embeddings;
+  config_.scheduler.max_model_len = max_model_len_;
+  LLMS_RETURN_IF_ERROR(config_.scheduler.validate());
+  if (max_model_len_ > mc.max_position_embeddings)
+    spdlog::warn("--max-model-len {} exceeds the model's declared context length {}",
+                 max_model_len_, mc.max_position_embeddings);
+
+  if (config_.num_threads == 0) config_.num_threads = ThreadPool::physical_cores();
+  pool_ = std::make_unique<ThreadPool>(config_.num_threads);
+
+  const int32_t bs = config_.cache.block_size;
+  const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs);
+  int64_t num_blocks = config_.cache.num_kv_blocks;
+  if (num_blocks == 0) {
+    const int64_t budget = config_.cache.kv_cache_memory_bytes > 0
+                               ? config_.cache.kv_cache_memory_bytes
+                               : kDefaultKvCacheMemoryBytes;
+    num_blocks = std::min<int64_t>(budget / block_bytes, 1 << 30);
+  }
+  if (num_blocks < 1)
+    return ResourceExhausted("KV cache budget of {} bytes holds no block of {} bytes "
+                             "(--block-size {})", config_.cache.kv_cache_memory_bytes,
+                             block_bytes, bs);
+  config_.cache.num_kv_blocks = static_cast<int32_t>(num_blocks);
+  kv_ = std::make_unique<KVCacheManager>(config_.cache.num_kv_blocks, bs);
+  if (kv_->blocks_for_tokens(max_model_len_) > num_blocks)
+    spdlog::warn("KV pool of {} blocks holds {} tokens, fewer than --max-model-len {}; "
+                 "longer requests will be rejected", num_blocks, num_blocks * bs, max_model_len_);
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, max_model_len_, *kv_);
+
+  LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_));
+  LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(config_.attention_backend));
+  runner_ = std::make_unique<ModelRunner>(std::move(model), std::move(attention),
+                                          config_.cache.num_kv_blocks, bs, pool_.get());
+  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}), vocab {}, "
+               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB, {} threads",
+               config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
+               mc.n_kv_heads, mc.attention_type(), mc.vocab_size, max_model_len_, num_blocks,
+               bs, num_blocks * block_bytes / 1048576.0, config_.num_threads);
+  return Status::Ok();
+}
+
+Status EngineCore::check_request(const EngineRequest& r) const {
+  const int64_t n = static_cast<int64_t>(r.prompt_token_ids.size());
+  if (n == 0) return InvalidArgument("the prompt is empty (0 tokens)");
+  const int32_t vocab = model_file_->config().vocab_size;
+  for (int32_t id : r.prompt_token_ids)
+    if (id < 0 || id >= vocab)
+      return InvalidArgument("prompt token id {} is outside the vocabulary [0, {})", id, vocab);
+  LLMS_RETURN_IF_ERROR(r.params.validate(vocab));
+  if (n > max_model_len_)
+    return InvalidArgument("the prompt has {} tokens, more than max_model_len {}", n,
+                           max_model_len_);
+  if (n + r.params.max_tokens > max_model_len_)
+    return InvalidArgument(
+        "this model's maximum context length is {} tokens; the request asks for {} tokens "
+        "({} in the prompt, {} for max_tokens)",
+        max_model_len_, n + r.params.max_tokens, n, r.params.max_tokens);
+  const int64_t blocks = kv_->blocks_for_tokens(n + r.params.max_tokens);
+  if (blocks > kv_->num_total_blocks())
+    return InvalidArgument(
+        "the request needs {} tokens of KV cache ({} blocks of {}), more than the whole pool "
+        "of {} blocks", n + r.params.max_tokens, blocks, kv_->block_size(),
+        kv_->num_total_blocks());
+  return Status::Ok();
+}
+
+Status EngineCore::add_request(int64_t request_id, EngineRequest request) {
+  LLMS_RETURN_IF_ERROR(check_request(request));
+  LLMS_CHECK(!requests_.count(request_id), "duplicate request id {}", request_id);
+  auto req = std::make_unique<Request>(request_id, std::move(request), *tokenizer_, config_.seed);
+  scheduler_->add_request(req.get());
+  requests_.emplace(request_id, std::move(req));
+  return Status::Ok();
+}
+
+void EngineCore::abort_request(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  Request& req = *it->second;
+  finish(req, FinishReason::kAbort);
+  pending_outputs_.push_back(make_output(req, {}));
+  requests_.erase(it);
+}
+
+void EngineCore::finish(Request& req, FinishReason reason) {
+  scheduler_->finish_request(&req, reason);
+  req.timing.finished_time = now_seconds();
+  ++counters_.num_requests_finished;
+}
+
+RequestOutput EngineCore::make_output(Request& req, std::vector<int32_t> new_tokens) {
+  RequestOutput out;
+  out.request_id = req.request_id;
+  out.new_token_ids = std::move(new_tokens);
+  out.finished = req.is_finished();
+  out.finish_reason = req.finish_reason;
+  if (req.finish_reason != FinishReason::kAbort) take_text_delta(req, out.finished, out.new_text);
+  out.num_prompt_tokens = req.num_prompt_tokens;
+  out.num_output_tokens = req.num_output_tokens();
+  out.num_preemptions = req.num_preemptions;
+  out.timing = req.timing;
+  return out;
+}
+
+std::vector<RequestOutput> EngineCore::step() {
+  std::vector<RequestOutput> outputs;
+  outputs.swap(pending_outputs_);
+  const SchedulerOutput sched = scheduler_->schedule(now_seconds());
+  if (sched.empty()) return outputs;
+  ++counters_.num_steps;
+
+  const StepLogits& logits = runner_->execute(sched);
+  const double now = now_seconds();
+  for (size_t si = 0; si < sched.seqs.size(); ++si) {
+    const ScheduledSequence& s = sched.seqs[si];
+    Request& req = *requests_.at(s.request_id);
+    req.num_computed_tokens += s.num_scheduled_tokens;
+    if (req.num_output_tokens() == 0) counters_.prompt_tokens_total += s.num_scheduled_tokens;
+    if (logits.logits_row_start[si] < 0) continue;  // partial prefill chunk
+
+    const int32_t token = sample_token(logits.row(logits.logits_row_start[si]),
+                                       logits.vocab_size, req.params, req.rng, sample_scratch_);
+    ++counters_.generation_tokens_total;
+    if (req.timing.first_token_time == 0) req.timing.first_token_time = now;
+    req.timing.last_token_time = now;
+    const FinishReason reason = append_token(req, token, *tokenizer_, max_model_len_);
+    if (reason != FinishReason::kNone) finish(req, reason);
+    outputs.push_back(make_output(req, {token}));
+    if (req.is_finished()) requests_.erase(s.request_id);
+  }
+  return outputs;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s = counters_;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  s.num_total_blocks = kv_->num_total_blocks();
+  s.num_free_blocks = kv_->num_free_blocks();
+  s.kv_cache_usage = kv_->usage();
+  s.num_preemptions_total = scheduler_->num_preemptions_total();
+  return s;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<LLMEngine>> LLMEngine::create(const EngineConfig& config) {
+  auto engine = std::make_unique<EngineCore>();
+  LLMS_RETURN_IF_ERROR(engine->init(config));
+  return std::unique_ptr<LLMEngine>(std::move(engine));
+}
+
+}  // namespace llmserve

@@ -1,0 +1,71 @@
+#include "engine/output_processor.h"
+
+#include <algorithm>
+
+namespace llmserve {
+namespace {
+
+/// Length of the longest suffix of `text` that is a proper prefix of some stop string.
+size_t held_back_suffix(const std::string& text, const std::vector<std::string>& stops) {
+  size_t best = 0;
+  for (const std::string& s : stops) {
+    const size_t max_len = std::min(text.size(), s.size() - 1);
+    for (size_t len = max_len; len > best; --len)
+      if (text.compare(text.size() - len, len, s, 0, len) == 0) {
+        best = len;
+        break;
+      }
+  }
+  return best;
+}
+
+/// Finds the earliest stop string occurrence that ends in the text added since `from`.
+size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t from) {
+  size_t found = std::string::npos;
+  for (const std::string& s : stops) {
+    const size_t start = from > s.size() ? from - s.size() : 0;
+    const size_t pos = text.find(s, start);
+    if (pos != std::string::npos) found = std::min(found, pos);
+  }
+  return found;
+}
+
+}  // namespace
+
+FinishReason append_token(Request& req, int32_t token, const Tokenizer& tokenizer,
+                          int32_t max_model_len) {
+  req.token_ids.push_back(token);
+  const SamplingParams& p = req.params;
+  if (!p.ignore_eos && token == tokenizer.eos_id()) return FinishReason::kStop;
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+      p.stop_token_ids.end())
+    return FinishReason::kStop;
+
+  const size_t old_size = req.output_text.size();
+  req.output_text += req.detokenizer.push(token);
+  if (!p.stop.empty()) {
+    const size_t pos = find_stop(req.output_text, p.stop, old_size);
+    if (pos != std::string::npos) {
+      req.output_text.resize(pos);
+      req.num_text_emitted = std::min(req.num_text_emitted, pos);
+      return FinishReason::kStop;
+    }
+  }
+  if (req.num_output_tokens() >= p.max_tokens || req.num_tokens() >= max_model_len)
+    return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+void take_text_delta(Request& req, bool finished, std::string& delta) {
+  if (finished && req.finish_reason != FinishReason::kStop) {
+    req.output_text += req.detokenizer.flush();
+  }
+  size_t end = req.output_text.size();
+  if (!finished) end -= held_back_suffix(req.output_text, req.params.stop);
+  if (end > req.num_text_emitted) {
+    delta.assign(req.output_text, req.num_text_emitted, end - req.num_text_emitted);
+    req.num_text_emitted = end;
+  }
+}
+
+}  // namespace llmserve

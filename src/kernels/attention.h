@@ -1,0 +1,63 @@
+// Paged attention: one interface, several backends (reference scalar now; tiled/flash later).
+// Queries of a batch are packed by sequence; K/V are read through per-sequence block tables.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/thread_pool.h"
+
+namespace llmserve {
+
+/// One layer's KV cache: K and V each [num_blocks, block_size, n_kv_heads, head_dim], f32.
+struct KVCacheLayer {
+  float* k = nullptr;
+  float* v = nullptr;
+};
+
+/// Batch layout for attention (built by the model runner, plain arrays it owns).
+struct AttentionMetadata {
+  int32_t num_seqs = 0;
+  int32_t num_tokens = 0;               // total query tokens in the batch
+  const int32_t* query_start_loc = nullptr;  // [num_seqs + 1]: seq s owns tokens
+                                             // [query_start_loc[s], query_start_loc[s+1])
+  const int32_t* seq_lens = nullptr;    // [num_seqs]: context length incl. this step's tokens;
+                                        // query j of seq s sits at position
+                                        // seq_lens[s] - num_query(s) + j
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq], padded rows
+  int32_t max_blocks_per_seq = 0;
+  const int64_t* slot_mapping = nullptr;  // [num_tokens]: block_id * block_size + offset
+  int32_t block_size = 0;
+};
+
+struct AttentionShape {
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;  // query head h reads KV head h / (n_heads / n_kv_heads)
+  int32_t head_dim = 0;
+  float scale = 0;         // usually 1 / sqrt(head_dim)
+};
+
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+  virtual const char* name() const = 0;
+
+  /// Writes this step's keys/values k,v [num_tokens, n_kv_heads, head_dim] into the cache
+  /// at meta.slot_mapping (vLLM's reshape_and_cache).
+  virtual void write_kv(const AttentionMetadata& meta, const AttentionShape& shape,
+                        const float* k, const float* v, KVCacheLayer cache) const = 0;
+
+  /// out[num_tokens, n_heads, head_dim] = causal softmax(q·K^T·scale)·V per sequence, each
+  /// query attending to positions 0..its own position of its sequence (after write_kv).
+  virtual void forward(const AttentionMetadata& meta, const AttentionShape& shape,
+                       const float* q, KVCacheLayer cache, float* out,
+                       ThreadPool* pool) const = 0;
+};
+
+/// "reference": the clear scalar implementation every faster backend is tested against.
+/// Errors: InvalidArgument for an unknown name.
+Expected<std::unique_ptr<AttentionBackend>> make_attention_backend(const std::string& name);
+
+}  // namespace llmserve

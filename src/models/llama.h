@@ -1,0 +1,14 @@
+// Llama architecture (Touvron et al. 2023; llama2.c run.c as the reference forward pass):
+// pre-RMSNorm blocks of (GQA attention with RoPE) and (SwiGLU MLP), final RMSNorm, classifier
+// (optionally tied to the token embedding). n_kv_heads <= n_heads covers MHA, GQA and MQA.
+#pragma once
+
+#include <memory>
+
+#include "models/model.h"
+
+namespace llmserve {
+
+Expected<std::unique_ptr<Model>> create_llama_model(const ModelFile& file);
+
+}  // namespace llmserve

@@ -1,0 +1,44 @@
+// Model: a decoder-only transformer's forward pass over a packed batch of tokens from many
+// sequences, reading and writing the paged KV cache through an AttentionBackend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "common/thread_pool.h"
+#include "config/model_config.h"
+#include "kernels/attention.h"
+#include "models/model_file.h"
+
+namespace llmserve {
+
+/// One step's input, as plain arrays owned by the model runner.
+struct ForwardBatch {
+  int32_t num_tokens = 0;
+  const int32_t* token_ids = nullptr;  // [num_tokens]
+  const int32_t* positions = nullptr;  // [num_tokens], position of each token in its sequence
+  AttentionMetadata attn;
+  /// Rows (indices into the batch) whose logits are wanted, e.g. each sequence's last token.
+  const int32_t* logits_indices = nullptr;  // [num_logits]
+  int32_t num_logits = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+
+  /// Runs every layer over the batch: K/V of the batch's tokens are written into `kv_cache`
+  /// (one KVCacheLayer per layer) and logits[num_logits, vocab_size] (float32) are written
+  /// for the rows in batch.logits_indices.
+  virtual void forward(const ForwardBatch& batch, const KVCacheLayer* kv_cache,
+                       const AttentionBackend& attention, ThreadPool* pool, float* logits) = 0;
+};
+
+/// Builds the model for file.config().architecture (the registry). Checks every tensor's
+/// presence, dtype and shape against the config; errors name the file and the tensor.
+Expected<std::unique_ptr<Model>> create_model(const ModelFile& file);
+
+}  // namespace llmserve

@@ -1,0 +1,12 @@
+#include "models/llama.h"
+#include "models/model.h"
+
+namespace llmserve {
+
+Expected<std::unique_ptr<Model>> create_model(const ModelFile& file) {
+  const std::string& arch = file.config().architecture;
+  if (arch == "llama") return create_llama_model(file);
+  return Unimplemented("{}: unsupported architecture '{}'", file.path(), arch);
+}
+
+}  // namespace llmserve

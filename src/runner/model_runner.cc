@@ -1,0 +1,100 @@
+#include "runner/model_runner.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "common/check.h"
+
+namespace llmserve {
+
+int64_t ModelRunner::kv_bytes_per_block(const ModelConfig& c, int32_t block_size) {
+  return int64_t{block_size} * c.n_layers * c.kv_bytes_per_token_per_layer(DType::kF32);
+}
+
+ModelRunner::ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
+                         int32_t num_blocks, int32_t block_size, ThreadPool* pool)
+    : model_(std::move(model)), attention_(std::move(attention)), num_blocks_(num_blocks),
+      block_size_(block_size), pool_(pool) {
+  const ModelConfig& c = model_->config();
+  const size_t per_layer =
+      size_t(num_blocks) * block_size * size_t(c.n_kv_heads) * c.head_dim;
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    float* k = static_cast<float*>(std::calloc(per_layer, sizeof(float)));
+    float* v = static_cast<float*>(std::calloc(per_layer, sizeof(float)));
+    LLMS_CHECK(k && v, "cannot allocate KV cache: {} blocks x {} floats per layer", num_blocks,
+               per_layer / num_blocks);
+    kv_storage_.push_back(k);
+    kv_storage_.push_back(v);
+    kv_layers_.push_back({k, v});
+  }
+}
+
+ModelRunner::~ModelRunner() {
+  for (float* p : kv_storage_) std::free(p);
+}
+
+void ModelRunner::build_batch(const SchedulerOutput& out) {
+  const int32_t num_seqs = static_cast<int32_t>(out.seqs.size());
+  int32_t max_blocks = 1;
+  for (const auto& s : out.seqs) max_blocks = std::max(max_blocks, s.num_blocks);
+  token_ids_.clear();
+  positions_.clear();
+  slot_mapping_.clear();
+  logits_indices_.clear();
+  query_start_loc_.assign(1, 0);
+  seq_lens_.clear();
+  block_tables_.assign(size_t(num_seqs) * max_blocks, 0);
+  step_logits_.logits_row_start.assign(num_seqs, -1);
+
+  for (int32_t si = 0; si < num_seqs; ++si) {
+    const ScheduledSequence& s = out.seqs[si];
+    const int32_t end = s.num_computed_tokens + s.num_scheduled_tokens;
+    LLMS_CHECK(int64_t{s.num_blocks} * block_size_ >= end,
+               "block table of request {} covers {} tokens, needs {}", s.request_id,
+               int64_t{s.num_blocks} * block_size_, end);
+    std::copy_n(s.block_table, s.num_blocks, &block_tables_[size_t(si) * max_blocks]);
+    const int32_t first_row = static_cast<int32_t>(token_ids_.size());
+    for (int32_t p = s.num_computed_tokens; p < end; ++p) {
+      token_ids_.push_back(s.token_ids[p]);
+      positions_.push_back(p);
+      slot_mapping_.push_back(int64_t{s.block_table[p / block_size_]} * block_size_ +
+                              p % block_size_);
+    }
+    query_start_loc_.push_back(static_cast<int32_t>(token_ids_.size()));
+    seq_lens_.push_back(end);
+    if (s.logits_mode == LogitsMode::kNone) continue;
+    step_logits_.logits_row_start[si] = static_cast<int32_t>(logits_indices_.size());
+    const int32_t from = s.logits_mode == LogitsMode::kAll ? first_row
+                                                           : first_row + s.num_scheduled_tokens - 1;
+    for (int32_t r = from; r < first_row + s.num_scheduled_tokens; ++r)
+      logits_indices_.push_back(r);
+  }
+
+  batch_.num_tokens = static_cast<int32_t>(token_ids_.size());
+  batch_.token_ids = token_ids_.data();
+  batch_.positions = positions_.data();
+  batch_.logits_indices = logits_indices_.data();
+  batch_.num_logits = static_cast<int32_t>(logits_indices_.size());
+  AttentionMetadata& a = batch_.attn;
+  a.num_seqs = num_seqs;
+  a.num_tokens = batch_.num_tokens;
+  a.query_start_loc = query_start_loc_.data();
+  a.seq_lens = seq_lens_.data();
+  a.block_tables = block_tables_.data();
+  a.max_blocks_per_seq = max_blocks;
+  a.slot_mapping = slot_mapping_.data();
+  a.block_size = block_size_;
+}
+
+const StepLogits& ModelRunner::execute(const SchedulerOutput& out) {
+  build_batch(out);
+  const int32_t vocab = model_->config().vocab_size;
+  logits_.resize(size_t(std::max(1, batch_.num_logits)) * vocab);
+  if (batch_.num_tokens > 0)
+    model_->forward(batch_, kv_layers_.data(), *attention_, pool_, logits_.data());
+  step_logits_.data = logits_.data();
+  step_logits_.vocab_size = vocab;
+  return step_logits_;
+}
+
+}  // namespace llmserve

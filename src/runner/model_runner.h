@@ -1,0 +1,64 @@
+// ModelRunner: owns the model, the KV cache tensors (allocated once) and the attention
+// backend; turns a SchedulerOutput into batch arrays (input ids, positions, slot mapping,
+// block tables, seq lens), runs one forward pass and returns logits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/thread_pool.h"
+#include "kernels/attention.h"
+#include "models/model.h"
+#include "runner/scheduler_output.h"
+
+namespace llmserve {
+
+/// Logits of one step: rows[logits_row_start[s] ...] belong to sequence s of the
+/// SchedulerOutput (-1 when it asked for none); each row is vocab_size floats.
+struct StepLogits {
+  const float* data = nullptr;  // [num_rows, vocab_size]
+  int32_t vocab_size = 0;
+  std::vector<int32_t> logits_row_start;  // [num_seqs]
+  const float* row(int32_t r) const { return data + int64_t{r} * vocab_size; }
+};
+
+class ModelRunner {
+ public:
+  /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, n_kv_heads,
+  /// head_dim] float32 (zero pages are mapped lazily, so untouched blocks cost no RSS).
+  ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
+              int32_t num_blocks, int32_t block_size, ThreadPool* pool);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  /// KV bytes one block takes across all layers (K and V), float32.
+  static int64_t kv_bytes_per_block(const ModelConfig& c, int32_t block_size);
+
+  /// One forward pass over every scheduled token. The returned logits stay valid until the
+  /// next call.
+  const StepLogits& execute(const SchedulerOutput& out);
+
+  const ModelConfig& model_config() const { return model_->config(); }
+
+ private:
+  void build_batch(const SchedulerOutput& out);
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<AttentionBackend> attention_;
+  int32_t num_blocks_, block_size_;
+  ThreadPool* pool_;
+  std::vector<float*> kv_storage_;           // 2 per layer, calloc'd
+  std::vector<KVCacheLayer> kv_layers_;      // [n_layers]
+  // Batch arrays, reused across steps.
+  std::vector<int32_t> token_ids_, positions_, query_start_loc_, seq_lens_, block_tables_;
+  std::vector<int64_t> slot_mapping_;
+  std::vector<int32_t> logits_indices_;
+  std::vector<float> logits_;
+  ForwardBatch batch_;
+  StepLogits step_logits_;
+};
+
+}  // namespace llmserve

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kv_cache/block_pool.h"
+#include "kv_cache/kv_cache_manager.h"
+
+namespace llmserve {
+namespace {
+
+TEST(BlockPool, AllocateIsAllOrNothing) {
+  BlockPool pool(4);
+  std::vector<int32_t> a;
+  ASSERT_TRUE(pool.allocate(3, a));
+  EXPECT_EQ(pool.num_free_blocks(), 1);
+  std::vector<int32_t> b;
+  EXPECT_FALSE(pool.allocate(2, b));
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(pool.num_free_blocks(), 1);
+  std::set<int32_t> distinct(a.begin(), a.end());
+  EXPECT_EQ(distinct.size(), 3u);
+  for (int32_t id : a) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 4);
+    EXPECT_EQ(pool.ref_count(id), 1);
+    pool.release(id);
+  }
+  EXPECT_EQ(pool.num_free_blocks(), 4);
+}
+
+TEST(BlockPoolDeathTest, DoubleFreeIsCaught) {
+  BlockPool pool(2);
+  std::vector<int32_t> a;
+  ASSERT_TRUE(pool.allocate(1, a));
+  pool.release(a[0]);
+  EXPECT_DEATH(pool.release(a[0]), "double free");
+}
+
+TEST(KVCacheManager, GrowsBlockTableOnlyAsTokensArrive) {
+  KVCacheManager kv(/*num_blocks=*/10, /*block_size=*/16);
+  std::vector<int32_t> table;
+  ASSERT_TRUE(kv.allocate_slots(table, 1));
+  EXPECT_EQ(table.size(), 1u);
+  ASSERT_TRUE(kv.allocate_slots(table, 16));
+  EXPECT_EQ(table.size(), 1u);  // still fits in the first block
+  ASSERT_TRUE(kv.allocate_slots(table, 17));
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_EQ(kv.num_used_blocks(), 2);
+  EXPECT_DOUBLE_EQ(kv.usage(), 0.2);
+  // More than the pool: refused, nothing changes.
+  EXPECT_FALSE(kv.allocate_slots(table, 16 * 11));
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_EQ(kv.num_free_blocks(), 8);
+  kv.free(table);
+  EXPECT_TRUE(table.empty());
+  EXPECT_EQ(kv.num_free_blocks(), 10);
+}
+
+TEST(KVCacheManager, BlocksForTokens) {
+  KVCacheManager kv(4, 16);
+  EXPECT_EQ(kv.blocks_for_tokens(0), 0);
+  EXPECT_EQ(kv.blocks_for_tokens(1), 1);
+  EXPECT_EQ(kv.blocks_for_tokens(16), 1);
+  EXPECT_EQ(kv.blocks_for_tokens(17), 2);
+}
+
+}  // namespace
+}  // namespace llmserve
