@@ -1,0 +1,27 @@
+// Logits of every position of one token sequence, computed through the same runner, paged KV
+// cache and attention backend the engine uses, in chunks (chunked prefill).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "models/model_file.h"
+
+namespace llmserve {
+
+struct PromptLogitsOptions {
+  std::string attention_backend = "reference";
+  int32_t chunk_size = 2048;  // tokens per forward pass
+  int32_t block_size = 16;
+  int32_t num_threads = 1;
+};
+
+/// Returns float32 logits [token_ids.size(), vocab_size], row-major. Errors: unknown backend,
+/// token id out of range, empty input (InvalidArgument), model construction errors.
+Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
+                                                   const std::vector<int32_t>& token_ids,
+                                                   const PromptLogitsOptions& options);
+
+}  // namespace llmserve
