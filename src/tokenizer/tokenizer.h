@@ -16,12 +16,14 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  /// Encodes `text`. add_bos: prepend BOS (if the vocabulary wants one).
+  /// Encodes `text`. add_bos: prepend BOS (if the vocabulary wants one). Never fails: bytes
+  /// that are not valid UTF-8 become byte-fallback tokens. Empty text gets no dummy prefix.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
 
   /// The bytes token `id` stands for when it follows `prev_id` (-1 at the start): byte pieces
   /// <0xNN> give their single raw byte; the space marker becomes ' '; the leading space of the
-  /// first piece after BOS (or at the start) is dropped, as SentencePiece's decoder does;
+  /// first piece after BOS (or at the start) is dropped, as SentencePiece's decoder does
+  /// (only for vocabularies with add_space_prefix, whose encoder put that space there);
   /// control tokens (BOS/EOS/unk) give "". Out-of-range ids give "".
   virtual std::string decode_token(int32_t prev_id, int32_t id) const = 0;
 
@@ -38,7 +40,8 @@ class Tokenizer {
 /// SentencePiece BPE over a Vocab (llama2.c run.c `encode` / llama.cpp llm_tokenizer_spm):
 /// spaces -> space marker, dummy prefix, code points looked up as pieces, unknown code points
 /// fall back to <0xNN> byte pieces, then repeatedly merge the adjacent pair whose merged piece
-/// exists with the highest score (leftmost on ties).
+/// exists with the highest score (leftmost on ties). O(n log n) in the text length.
+/// `vocab` must have as many scores and types as pieces (checked: a mismatch aborts).
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab);
 
 /// Turns a stream of token ids into text chunks that are always complete UTF-8: bytes of an

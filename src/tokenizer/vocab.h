@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -35,6 +36,13 @@ struct Vocab {
 
   int32_t size() const { return static_cast<int32_t>(pieces.size()); }
 };
+
+/// The byte value of a "<0xNN>" piece (two hex digits, either case), or -1 for any other piece.
+int parse_byte_piece(std::string_view piece);
+
+/// Recomputes vocab.byte_to_id from the pieces typed kByte (-1 where a byte has none).
+/// The loaders and make_spm_tokenizer call it; call it yourself after editing a Vocab by hand.
+void build_byte_table(Vocab& vocab);
 
 /// Reads a llama2.c tokenizer.bin: int32 max_token_length, then per token {float32 score,
 /// int32 len, len bytes}. `vocab_size` comes from the model checkpoint header (the file does
