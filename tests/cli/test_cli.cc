@@ -1,0 +1,138 @@
+// The CLI as a user runs it: generate/logits against outside references, and bad input
+// (missing, truncated, corrupt model files; bad flags) giving one-line errors and exit 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "weights/npy.h"
+#include "../engine/reference_cases.h"
+
+namespace llmserve {
+namespace {
+
+using testing::run_llmserve;
+using testing::shared_path;
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string bin_model_args() {
+  return quote(testing::stories_bin()) + " --tokenizer " + quote(testing::stories_tokenizer());
+}
+
+TEST(Cli, HelpListsSubcommandsAndFlags) {
+  auto r = run_llmserve("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* s : {"serve", "generate", "logits"}) EXPECT_NE(r.out.find(s), std::string::npos);
+  r = run_llmserve("serve --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* f : {"--max-num-seqs", "--max-model-len", "--max-num-batched-tokens",
+                        "--block-size", "--kv-cache-memory", "--num-kv-blocks", "--threads",
+                        "--port", "--host"})
+    EXPECT_NE(r.out.find(f), std::string::npos) << f;
+}
+
+TEST(Cli, GenerateJsonMatchesRunC) {
+  const auto cases = testing::load_reference_cases();
+  for (const std::string model : {bin_model_args(), quote(testing::stories_gguf()) + " --max-model-len 512"}) {
+    const auto& rc = cases[2];
+    auto r = run_llmserve("generate " + model + " --prompt " + quote(rc.prompt) +
+                          " --max-tokens 40 --json --threads 1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int32_t>>(), rc.prompt_ids);
+    const std::vector<int32_t> want(rc.generated_ids.begin(), rc.generated_ids.begin() + 40);
+    EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), want);
+    EXPECT_EQ(j["finish_reason"], "length");
+    EXPECT_EQ(rc.text.rfind(rc.prompt + j["text"].get<std::string>(), 0), 0u);
+  }
+}
+
+TEST(Cli, LogitsMatchNumpyReference) {
+  const std::string dir = shared_path("testdata/models/synthetic/");
+  std::ifstream in(dir + "sequences.json");
+  const auto ids = nlohmann::json::parse(in)["short"].get<std::vector<int32_t>>();
+  std::string csv;
+  for (size_t i = 0; i < ids.size(); ++i) csv += (i ? "," : "") + std::to_string(ids[i]);
+  for (const char* m : {"llama-mha", "llama-gqa", "llama-mqa"}) {
+    const std::string out = testing::temp_dir() + "/" + m + ".npy";
+    auto r = run_llmserve("logits " + quote(dir + m + "/model.gguf") + " --token-ids " + csv +
+                          " --out " + quote(out) + " --max-num-batched-tokens 7");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto got = read_npy(out);
+    auto ref = read_npy(dir + m + "/numpy_logits_short.npy");
+    ASSERT_TRUE(got.ok() && ref.ok());
+    ASSERT_EQ(got->shape, ref->shape);
+    double max_diff = 0;
+    for (size_t i = 0; i < got->data.size(); ++i)
+      max_diff = std::max(max_diff, double(std::fabs(got->data[i] - ref->data[i])));
+    EXPECT_LE(max_diff, 1e-3) << m;
+  }
+}
+
+class CliBadModel : public ::testing::Test {
+ protected:
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string path = testing::temp_dir() + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  static void expect_one_line_error(const testing::CommandResult& r, const std::string& names) {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+};
+
+TEST_F(CliBadModel, MissingFile) {
+  auto r = run_llmserve("generate /nonexistent/model.gguf --prompt hi");
+  expect_one_line_error(r, "/nonexistent/model.gguf");
+}
+
+TEST_F(CliBadModel, TruncatedGguf) {
+  const std::string full = testing::slurp(testing::stories_gguf());
+  for (size_t len : {size_t(3), size_t(20), size_t(1000), full.size() / 2, full.size() - 1}) {
+    const std::string p = write("trunc" + std::to_string(len) + ".gguf", full.substr(0, len));
+    auto r = run_llmserve("generate " + quote(p) + " --prompt hi");
+    expect_one_line_error(r, p);
+  }
+}
+
+TEST_F(CliBadModel, TruncatedBinAndGarbage) {
+  const std::string full = testing::slurp(testing::stories_bin());
+  const std::string p = write("trunc.bin", full.substr(0, full.size() - 100));
+  expect_one_line_error(run_llmserve("generate " + quote(p) + " --tokenizer " +
+                                     quote(testing::stories_tokenizer()) + " --prompt hi"), p);
+  const std::string g = write("garbage.bin", std::string(4096, '\x7f'));
+  expect_one_line_error(run_llmserve("generate " + quote(g) + " --prompt hi"), g);
+}
+
+TEST_F(CliBadModel, BinWithoutTokenizerAndCorruptTokenizer) {
+  expect_one_line_error(run_llmserve("generate " + quote(testing::stories_bin()) + " --prompt hi"),
+                        "--tokenizer");
+  const std::string tok = testing::slurp(testing::stories_tokenizer());
+  const std::string t = write("tok_trunc.bin", tok.substr(0, tok.size() / 3));
+  expect_one_line_error(run_llmserve("generate " + quote(testing::stories_bin()) +
+                                     " --tokenizer " + quote(t) + " --prompt hi"), t);
+}
+
+TEST_F(CliBadModel, BadFlagValues) {
+  auto r = run_llmserve("generate " + bin_model_args() + " --prompt hi --kv-cache-memory 12XB");
+  expect_one_line_error(r, "--kv-cache-memory");
+  r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 0");
+  expect_one_line_error(r, "max_tokens");
+  r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 600");
+  expect_one_line_error(r, "512");
+  r = run_llmserve("logits " + bin_model_args() + " --token-ids 1,2,x --out /tmp/x.npy");
+  expect_one_line_error(r, "'x'");
+  r = run_llmserve("generate " + bin_model_args() + " --prompt hi --block-size 0");
+  expect_one_line_error(r, "--block-size");
+}
+
+}  // namespace
+}  // namespace llmserve
