@@ -69,6 +69,7 @@ class GgufFile {
   uint32_t version_ = 0;
   std::map<std::string, GgufValue, std::less<>> metadata_;
   std::vector<TensorView> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;  // name -> index in tensors_
 };
 
 }  // namespace llmserve
