@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "models/model_file.h"
+#include "common/thread_pool.h"
 #include "runner/prompt_logits.h"
 #include "weights/npy.h"
 

@@ -81,11 +81,16 @@ class CliBadModel : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }
+  /// Exit code 1 and exactly one "error: ..." line (after any log lines) naming `names`.
   static void expect_one_line_error(const testing::CommandResult& r, const std::string& names) {
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    const size_t pos = r.err.rfind("error: ");
+    ASSERT_NE(pos, std::string::npos) << r.err;
+    EXPECT_TRUE(pos == 0 || r.err[pos - 1] == '\n') << r.err;
+    const std::string line = r.err.substr(pos);
+    EXPECT_NE(line.find(names), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(line.back(), '\n');
   }
 };
 
