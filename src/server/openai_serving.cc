@@ -1,0 +1,236 @@
+#include "server/openai_serving.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/timing.h"
+#include "server/builtin_chat_template.h"
+#include "server/engine_bridge.h"
+#include "server/protocol.h"
+#include "server/responses.h"
+#include "server/sse.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llmserve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+void set_error_response(const ApiError& error, httplib::Response* res) {
+  res->status = error.http_status;
+  res->set_content(dump(error.to_json()), "application/json");
+}
+
+/// One request ready for the engine, plus what its response needs.
+struct OpenAIServing::Generation {
+  ResponseMeta meta;
+  EngineRequest request;
+  int32_t num_prompt_tokens = 0;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+OpenAIServing::OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics,
+                             std::string served_model_name)
+    : engine_(engine),
+      metrics_(metrics),
+      served_model_name_(std::move(served_model_name)),
+      created_(unix_time_now()) {}
+
+std::optional<ApiError> OpenAIServing::check_model(const std::optional<std::string>& model) const {
+  if (!model || *model == served_model_name_) return std::nullopt;
+  return not_found(fmt::format("The model `{}` does not exist. This server serves `{}`.", *model,
+                               served_model_name_),
+                   "model");
+}
+
+std::optional<ApiError> OpenAIServing::finish_params(std::optional<int32_t> max_tokens,
+                                                     int32_t default_max_tokens,
+                                                     SamplingParams* params) const {
+  params->max_tokens = max_tokens.value_or(default_max_tokens);
+  Status st = params->validate(engine_.engine().tokenizer().vocab_size());
+  if (!st.ok()) return api_error_from_status(st);
+  return std::nullopt;
+}
+
+void OpenAIServing::completions(const httplib::Request& req, httplib::Response* res,
+                                const CancelCheck& should_cancel) {
+  const double arrival_time = now_seconds();  // before parsing and tokenizing
+  json body;
+  CompletionRequest parsed;
+  if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (auto err = parse_completion_request(body, &parsed)) return set_error_response(*err, res);
+  if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
+
+  Generation gen;
+  gen.meta = {ApiKind::kCompletion, make_response_id(ApiKind::kCompletion), unix_time_now(),
+              served_model_name_};
+  gen.request.arrival_time = arrival_time;
+  gen.request.prompt_token_ids =
+      parsed.prompt_text ? engine_.engine().tokenizer().encode(*parsed.prompt_text, true)
+                         : std::move(parsed.prompt_token_ids);
+  gen.request.params = std::move(parsed.options.params);
+  if (auto err = finish_params(parsed.options.max_tokens, kDefaultCompletionMaxTokens,
+                               &gen.request.params))
+    return set_error_response(*err, res);
+  gen.stream = parsed.options.stream;
+  gen.include_usage = parsed.options.include_usage;
+  generate(std::move(gen), res, should_cancel);
+}
+
+void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Response* res,
+                                     const CancelCheck& should_cancel) {
+  const double arrival_time = now_seconds();
+  json body;
+  ChatCompletionRequest parsed;
+  if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (auto err = parse_chat_request(body, &parsed)) return set_error_response(*err, res);
+  if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
+
+  Generation gen;
+  gen.meta = {ApiKind::kChat, make_response_id(ApiKind::kChat), unix_time_now(),
+              served_model_name_};
+  gen.request.arrival_time = arrival_time;
+  const std::string prompt =
+      render_builtin_chat_template(parsed.messages, parsed.add_generation_prompt);
+  gen.request.prompt_token_ids = engine_.engine().tokenizer().encode(prompt, /*add_bos=*/true);
+  gen.request.params = std::move(parsed.options.params);
+  // Like vLLM: without max_tokens a chat reply may use the rest of the context window.
+  const int32_t room = engine_.engine().max_model_len() -
+                       static_cast<int32_t>(gen.request.prompt_token_ids.size());
+  if (auto err = finish_params(parsed.options.max_tokens, std::max(room, 1), &gen.request.params))
+    return set_error_response(*err, res);
+  gen.stream = parsed.options.stream;
+  gen.include_usage = parsed.options.include_usage;
+  generate(std::move(gen), res, should_cancel);
+}
+
+void OpenAIServing::generate(Generation gen, httplib::Response* res,
+                             const CancelCheck& should_cancel) {
+  gen.num_prompt_tokens = static_cast<int32_t>(gen.request.prompt_token_ids.size());
+  Expected<std::shared_ptr<RequestStream>> stream = engine_.submit(std::move(gen.request));
+  if (!stream.ok()) return set_error_response(api_error_from_status(stream.status()), res);
+  if (gen.stream)
+    respond_stream(std::move(gen), std::move(*stream), res, should_cancel);
+  else
+    respond_whole(std::move(gen), std::move(*stream), res, should_cancel);
+}
+
+namespace {
+
+ApiError cancelled_error() {
+  return ApiError{503, "ServiceUnavailableError",
+                  "request aborted: the client disconnected or the server is shutting down",
+                  std::nullopt};
+}
+
+}  // namespace
+
+void OpenAIServing::respond_whole(Generation gen, std::shared_ptr<RequestStream> stream,
+                                  httplib::Response* res, const CancelCheck& should_cancel) {
+  InflightRequest inflight(engine_, metrics_, std::move(stream));
+  std::string text;
+  Usage usage{gen.num_prompt_tokens, 0};
+  FinishReason finish_reason = FinishReason::kNone;
+  while (finish_reason == FinishReason::kNone) {
+    std::optional<RequestOutput> out = inflight.next(should_cancel);
+    if (!out) return set_error_response(cancelled_error(), res);
+    text += out->new_text;
+    usage.completion_tokens = std::max(usage.completion_tokens, out->num_output_tokens);
+    if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
+    if (out->finished) finish_reason = out->finish_reason;
+    if (out->finished && finish_reason == FinishReason::kNone) finish_reason = FinishReason::kAbort;
+  }
+  res->set_content(dump(full_response(gen.meta, text, finish_reason, usage)), "application/json");
+}
+
+namespace {
+
+/// State of one SSE response, shared with httplib's content provider.
+struct StreamState {
+  StreamState(AsyncEngine& engine, ServerMetrics& metrics, std::shared_ptr<RequestStream> stream)
+      : inflight(engine, metrics, std::move(stream)) {}
+
+  /// Writes every event of the stream; false when the client is gone (request aborted).
+  bool pump(httplib::DataSink& sink);
+
+  InflightRequest inflight;
+  ResponseMeta meta;
+  bool include_usage = false;
+  Usage usage;
+  CancelCheck should_cancel;
+};
+
+bool StreamState::pump(httplib::DataSink& sink) {
+  auto write = [&sink](std::string_view data) { return sink.write(data.data(), data.size()); };
+  const auto cancel = [&] {
+    return (should_cancel && should_cancel()) || (sink.is_writable && !sink.is_writable());
+  };
+  if (std::optional<nlohmann::json> open = opening_chunk(meta, include_usage)) {
+    if (!write(sse_event(*open))) return false;  // ~InflightRequest aborts
+  }
+  for (;;) {
+    std::optional<RequestOutput> out = inflight.next(cancel);
+    if (!out) return false;
+    usage.completion_tokens = std::max(usage.completion_tokens, out->num_output_tokens);
+    if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
+    if (out->finished || !out->new_text.empty()) {
+      FinishReason reason = FinishReason::kNone;
+      if (out->finished)
+        reason = out->finish_reason == FinishReason::kNone ? FinishReason::kAbort
+                                                           : out->finish_reason;
+      if (!write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage)))) {
+        inflight.abort();
+        return false;
+      }
+    }
+    if (out->finished) break;
+  }
+  if (include_usage && !write(sse_event(usage_chunk(meta, usage)))) return false;
+  if (!write(kSseDone)) return false;
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+void OpenAIServing::respond_stream(Generation gen, std::shared_ptr<RequestStream> stream,
+                                   httplib::Response* res, const CancelCheck& should_cancel) {
+  auto state = std::make_shared<StreamState>(engine_, metrics_, std::move(stream));
+  state->meta = std::move(gen.meta);
+  state->include_usage = gen.include_usage;
+  state->usage.prompt_tokens = gen.num_prompt_tokens;
+  state->should_cancel = should_cancel;
+  res->set_header("Cache-Control", "no-cache");
+  // The provider runs on this thread after the handler returns. If httplib never calls it
+  // (the client left before the headers went out), destroying `state` aborts the request.
+  res->set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t /*offset*/, httplib::DataSink& sink) { return state->pump(sink); });
+}
+
+json OpenAIServing::models() const {
+  json card = {{"id", served_model_name_},
+               {"object", "model"},
+               {"created", created_},
+               {"owned_by", "llmserve"},
+               {"root", served_model_name_},
+               {"parent", nullptr},
+               {"max_model_len", engine_.engine().max_model_len()}};
+  return {{"object", "list"}, {"data", json::array({std::move(card)})}};
+}
+
+std::string OpenAIServing::metrics_page() const {
+  return metrics_.render(engine_.stats(), served_model_name_);
+}
+
+}  // namespace llmserve

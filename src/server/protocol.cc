@@ -1,0 +1,276 @@
+#include "server/protocol.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace llmserve {
+
+using nlohmann::json;
+
+namespace {
+
+/// `string "abc"`, `number 1.5`, `array [1,2]` (values cut at 60 characters) for messages.
+std::string describe(const json& v) {
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return fmt::format("{} {}", v.type_name(), text);
+}
+
+ApiError type_error(const std::string& field, const char* expected, const json& v,
+                    const std::string& param) {
+  return bad_request(fmt::format("'{}' must be {}, got {}", field, expected, describe(v)),
+                     param);
+}
+
+/// The field's value, or nullptr when absent or null (both mean "use the default").
+const json* find_field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+/// An integer that fits int64 (integral floats such as 16.0 accepted); nullopt otherwise.
+std::optional<int64_t> as_int64(const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15)
+      return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_int32(const json& body, const char* name,
+                                   std::optional<int32_t>* out) {
+  const json* v = find_field(body, name);
+  if (!v) return std::nullopt;
+  std::optional<int64_t> i = as_int64(*v);
+  if (!i) return type_error(name, "an integer", *v, name);
+  if (*i < std::numeric_limits<int32_t>::min() || *i > std::numeric_limits<int32_t>::max())
+    return bad_request(fmt::format("'{}' = {} is out of range", name, *i), name);
+  *out = static_cast<int32_t>(*i);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_float(const json& body, const char* name, float* out) {
+  const json* v = find_field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return type_error(name, "a number", *v, name);
+  *out = static_cast<float>(v->get<double>());  // out-of-range -> inf, rejected by validate()
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const json& body, const char* name, bool* out) {
+  const json* v = find_field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return type_error(name, "a boolean", *v, name);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+/// A list of int32 token ids (each element checked).
+std::optional<ApiError> read_token_ids(const json& list, const std::string& field,
+                                       const std::string& param, std::vector<int32_t>* out) {
+  out->clear();
+  out->reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::optional<int64_t> id = as_int64(list[i]);
+    if (!id || *id < std::numeric_limits<int32_t>::min() ||
+        *id > std::numeric_limits<int32_t>::max())
+      return type_error(fmt::format("{}[{}]", field, i), "a token id (integer)", list[i], param);
+    out->push_back(static_cast<int32_t>(*id));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* out) {
+  const json* v = find_field(body, "stop");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    out->assign(1, v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return type_error("stop", "a string or a list of strings", *v, "stop");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& s = (*v)[i];
+    if (!s.is_string()) return type_error(fmt::format("stop[{}]", i), "a string", s, "stop");
+    out->push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+/// Rejects options we do not implement rather than silently ignoring them.
+std::optional<ApiError> reject_unsupported(const json& body, bool chat) {
+  std::optional<int32_t> n;
+  if (auto err = read_int32(body, "n", &n)) return err;
+  if (n && *n != 1)
+    return bad_request(fmt::format("'n' = {} is not supported; only n = 1 is", *n), "n");
+  const json* logprobs = find_field(body, "logprobs");
+  if (logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>()))
+    return bad_request(fmt::format("'logprobs' is not supported yet (got {})", describe(*logprobs)),
+                       "logprobs");
+  if (!chat) {
+    bool echo = false;
+    if (auto err = read_bool(body, "echo", &echo)) return err;
+    if (echo) return bad_request("'echo' = true is not supported yet", "echo");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_options(const json& body, bool chat, GenerationOptions* out) {
+  if (const json* model = find_field(body, "model")) {
+    if (!model->is_string()) return type_error("model", "a string", *model, "model");
+    out->model = model->get<std::string>();
+  }
+  SamplingParams& p = out->params;
+  if (auto err = read_float(body, "temperature", &p.temperature)) return err;
+  if (auto err = read_float(body, "top_p", &p.top_p)) return err;
+  std::optional<int32_t> top_k;
+  if (auto err = read_int32(body, "top_k", &top_k)) return err;
+  if (top_k) p.top_k = *top_k;
+  if (const json* seed = find_field(body, "seed")) {
+    std::optional<int64_t> s = as_int64(*seed);
+    if (!s) return type_error("seed", "an integer", *seed, "seed");
+    p.seed = static_cast<uint64_t>(*s);
+  }
+  if (auto err = read_stop(body, &p.stop)) return err;
+  if (const json* ids = find_field(body, "stop_token_ids")) {
+    if (!ids->is_array())
+      return type_error("stop_token_ids", "a list of token ids", *ids, "stop_token_ids");
+    if (auto err = read_token_ids(*ids, "stop_token_ids", "stop_token_ids", &p.stop_token_ids))
+      return err;
+  }
+  if (auto err = read_bool(body, "ignore_eos", &p.ignore_eos)) return err;
+
+  if (auto err = read_int32(body, "max_tokens", &out->max_tokens)) return err;
+  if (chat) {
+    std::optional<int32_t> max_completion_tokens;
+    if (auto err = read_int32(body, "max_completion_tokens", &max_completion_tokens)) return err;
+    if (max_completion_tokens) out->max_tokens = max_completion_tokens;
+  }
+
+  if (auto err = read_bool(body, "stream", &out->stream)) return err;
+  if (const json* so = find_field(body, "stream_options")) {
+    if (!so->is_object())
+      return type_error("stream_options", "an object", *so, "stream_options");
+    if (!out->stream)
+      return bad_request("'stream_options' can only be set when 'stream' is true",
+                         "stream_options");
+    if (auto err = read_bool(*so, "include_usage", &out->include_usage)) return err;
+  }
+  return reject_unsupported(body, chat);
+}
+
+std::optional<ApiError> read_prompt(const json& body, CompletionRequest* out) {
+  const json* prompt = find_field(body, "prompt");
+  if (!prompt) return bad_request("'prompt' is required", "prompt");
+  if (prompt->is_string()) {
+    out->prompt_text = prompt->get<std::string>();
+    return std::nullopt;
+  }
+  constexpr const char* kShape = "a string, a list of token ids, or a list holding one of those";
+  if (!prompt->is_array()) return type_error("prompt", kShape, *prompt, "prompt");
+  if (prompt->empty()) return bad_request("'prompt' must not be an empty list", "prompt");
+  const json& first = prompt->front();
+  if (first.is_string() || first.is_array()) {  // a batch: a list of prompts
+    if (prompt->size() != 1)
+      return bad_request(fmt::format("batched prompts are not supported: got {} prompts in "
+                                     "'prompt'; send one prompt per request",
+                                     prompt->size()),
+                         "prompt");
+    if (first.is_string()) {
+      out->prompt_text = first.get<std::string>();
+      return std::nullopt;
+    }
+    if (first.empty()) return bad_request("'prompt[0]' must not be an empty list", "prompt");
+    return read_token_ids(first, "prompt[0]", "prompt", &out->prompt_token_ids);
+  }
+  return read_token_ids(*prompt, "prompt", "prompt", &out->prompt_token_ids);
+}
+
+/// content: a string, null (""), or a list of {"type": "text", "text": "..."} parts.
+std::optional<ApiError> read_content(const json& msg, size_t idx, std::string* out) {
+  const json* content = find_field(msg, "content");
+  if (!content) return std::nullopt;
+  if (content->is_string()) {
+    *out = content->get<std::string>();
+    return std::nullopt;
+  }
+  const std::string field = fmt::format("messages[{}].content", idx);
+  if (!content->is_array())
+    return type_error(field, "a string or a list of text parts", *content, "messages");
+  for (size_t j = 0; j < content->size(); ++j) {
+    const json& part = (*content)[j];
+    const std::string part_field = fmt::format("{}[{}]", field, j);
+    if (!part.is_object()) return type_error(part_field, "an object", part, "messages");
+    const json* type = find_field(part, "type");
+    if (!type || !type->is_string() || type->get<std::string>() != "text")
+      return bad_request(fmt::format("{}: only parts of type \"text\" are supported, got type {}",
+                                     part_field, type ? describe(*type) : "null"),
+                         "messages");
+    const json* text = find_field(part, "text");
+    if (!text || !text->is_string())
+      return type_error(part_field + ".text", "a string", text ? *text : json(nullptr),
+                        "messages");
+    if (j > 0) *out += "\n";
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_messages(const json& body, std::vector<ChatMessage>* out) {
+  const json* messages = find_field(body, "messages");
+  if (!messages) return bad_request("'messages' is required", "messages");
+  if (!messages->is_array())
+    return type_error("messages", "a list of {role, content} objects", *messages, "messages");
+  if (messages->empty()) return bad_request("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& msg = (*messages)[i];
+    if (!msg.is_object())
+      return type_error(fmt::format("messages[{}]", i), "an object", msg, "messages");
+    const json* role = find_field(msg, "role");
+    if (!role) return bad_request(fmt::format("'messages[{}].role' is required", i), "messages");
+    if (!role->is_string() || role->get<std::string>().empty())
+      return type_error(fmt::format("messages[{}].role", i), "a non-empty string", *role,
+                        "messages");
+    ChatMessage m;
+    m.role = role->get<std::string>();
+    if (auto err = read_content(msg, i, &m.content)) return err;
+    out->push_back(std::move(m));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
+  try {
+    *out = json::parse(body);
+  } catch (const json::exception& e) {  // parse_error, out_of_range (number overflow)
+    return bad_request(fmt::format("request body is not valid JSON: {}", e.what()));
+  }
+  if (!out->is_object())
+    return bad_request(fmt::format("request body must be a JSON object, got {}", describe(*out)));
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_completion_request(const json& body, CompletionRequest* out) {
+  if (auto err = read_prompt(body, out)) return err;
+  return read_options(body, /*chat=*/false, &out->options);
+}
+
+std::optional<ApiError> parse_chat_request(const json& body, ChatCompletionRequest* out) {
+  if (auto err = read_messages(body, &out->messages)) return err;
+  if (auto err = read_bool(body, "add_generation_prompt", &out->add_generation_prompt))
+    return err;
+  return read_options(body, /*chat=*/true, &out->options);
+}
+
+}  // namespace llmserve

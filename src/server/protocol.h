@@ -1,0 +1,64 @@
+// OpenAI request bodies -> plain structs. Only the shape and types of fields are checked here;
+// value ranges (temperature >= 0, top_p in (0, 1], ...) are SamplingParams::validate's job and
+// prompt-length limits are the engine's. Unknown fields are ignored, as OpenAI and vLLM do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampling_params.h"
+#include "server/api_error.h"
+
+namespace llmserve {
+
+/// Fields shared by /v1/completions and /v1/chat/completions.
+struct GenerationOptions {
+  std::optional<std::string> model;   // "model"; when given it must name the served model
+  /// temperature, top_p, top_k, seed, stop, stop_token_ids, ignore_eos as sent (defaults
+  /// otherwise). params.max_tokens is left at its default; see max_tokens.
+  SamplingParams params;
+  /// "max_tokens" (chat: "max_completion_tokens" wins over it). Absent: endpoint default.
+  std::optional<int32_t> max_tokens;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+/// POST /v1/completions. Exactly one of prompt_text / prompt_token_ids holds the prompt.
+struct CompletionRequest {
+  GenerationOptions options;
+  std::optional<std::string> prompt_text;  // "prompt": "..." or ["..."]
+  std::vector<int32_t> prompt_token_ids;   // "prompt": [1, 2, 3] or [[1, 2, 3]]
+};
+
+/// One chat message; a list of {"type": "text", "text": ...} parts is joined with "\n".
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+/// POST /v1/chat/completions.
+struct ChatCompletionRequest {
+  GenerationOptions options;
+  std::vector<ChatMessage> messages;  // at least one
+  bool add_generation_prompt = true;
+};
+
+/// Parses an HTTP body that must be a JSON object. Errors: 400 naming the parse position.
+std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::json* out);
+
+/// Reads a /v1/completions body. Returns a 400 error naming the field (param) and the
+/// offending value for missing or wrong-typed fields, batched prompts and unsupported
+/// options (n != 1, echo, logprobs).
+std::optional<ApiError> parse_completion_request(const nlohmann::json& body,
+                                                 CompletionRequest* out);
+
+/// Reads a /v1/chat/completions body; errors as parse_completion_request.
+std::optional<ApiError> parse_chat_request(const nlohmann::json& body,
+                                           ChatCompletionRequest* out);
+
+}  // namespace llmserve

@@ -1,0 +1,58 @@
+// OpenAI response bodies: full (non-streaming) responses and streamed chunks for
+// /v1/completions ("text_completion") and /v1/chat/completions ("chat.completion[.chunk]").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request_output.h"
+
+namespace llmserve {
+
+/// Which endpoint a response belongs to; decides the JSON shapes.
+enum class ApiKind { kCompletion, kChat };
+
+/// Identity of one response, repeated in every chunk of a stream.
+struct ResponseMeta {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string id;        // "cmpl-<hex>" or "chatcmpl-<hex>"
+  int64_t created = 0;   // Unix time, seconds
+  std::string model;     // served model name
+};
+
+/// Token counts reported as "usage".
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
+
+/// A fresh response id: "cmpl-" (completion) or "chatcmpl-" (chat) + 32 random hex digits.
+std::string make_response_id(ApiKind kind);
+/// Seconds since the Unix epoch (the "created" field).
+int64_t unix_time_now();
+
+/// "stop" / "length" / "abort", or JSON null for FinishReason::kNone (still running).
+nlohmann::json finish_reason_json(FinishReason reason);
+/// {"prompt_tokens", "completion_tokens", "total_tokens"}.
+nlohmann::json usage_json(const Usage& usage);
+
+/// The non-streaming body: one choice holding the whole text, plus usage.
+nlohmann::json full_response(const ResponseMeta& meta, const std::string& text,
+                             FinishReason finish_reason, const Usage& usage);
+
+/// The chunk that opens a stream: chat sends delta {"role": "assistant", "content": ""};
+/// completions have none (nullopt). include_usage adds "usage": null, as OpenAI does.
+std::optional<nlohmann::json> opening_chunk(const ResponseMeta& meta, bool include_usage);
+
+/// One streamed piece of text. finish_reason is null unless `finish_reason` != kNone (the last
+/// chunk). Chat puts the text in delta.content (omitted when empty).
+nlohmann::json delta_chunk(const ResponseMeta& meta, const std::string& text,
+                           FinishReason finish_reason, bool include_usage);
+
+/// The usage-only chunk sent last when stream_options.include_usage: "choices": [] + usage.
+nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
+
+}  // namespace llmserve
