@@ -1,0 +1,136 @@
+// The HTTP server in front of the real engine (stories260K): concurrent clients, streamed
+// and not, must get exactly llama2.c's greedy continuations; a client that hangs up
+// mid-stream must get its KV blocks back into the pool; too-long prompts give 400.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "../engine/reference_cases.h"
+#include "engine/llm_engine.h"
+#include "server_test_util.h"
+
+namespace llmserve::testing {
+namespace {
+
+std::unique_ptr<LLMEngine> stories_engine(bool gguf, int32_t num_kv_blocks = 0) {
+  EngineConfig c;
+  c.model_path = gguf ? stories_gguf() : stories_bin();
+  if (!gguf) c.tokenizer_path = stories_tokenizer();
+  c.scheduler.max_model_len = 512;
+  c.scheduler.check_invariants = true;
+  c.cache.num_kv_blocks = num_kv_blocks;
+  c.num_threads = 2;
+  auto e = LLMEngine::create(c);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return std::move(e).value();
+}
+
+double gauge(const TestServer& ts, const std::string& name) {
+  auto r = ts.get("/metrics");
+  if (!r || r->status != 200) return -1;
+  const size_t pos = r->body.find("\n" + name + "{");
+  if (pos == std::string::npos) return -1;
+  const size_t sp = r->body.find("} ", pos);
+  return std::stod(r->body.substr(sp + 2));
+}
+
+bool wait_until(const std::function<bool()>& pred) {
+  for (int i = 0; i < 400; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+class RealEngineHttp : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RealEngineHttp, ConcurrentClientsGetRunCGreedyOutputs) {
+  // A small pool as well, so the concurrent requests also preempt each other.
+  TestServer ts(stories_engine(GetParam(), /*num_kv_blocks=*/40), ServerConfig{.port = 0});
+  const auto cases = load_reference_cases();
+  // Every case twice: once streamed, once not; the prompt as text when it is not empty.
+  std::vector<std::string> got(cases.size() * 2);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < got.size(); ++i) {
+    clients.emplace_back([&, i] {
+      const ReferenceCase& rc = cases[i % cases.size()];
+      const bool stream = i >= cases.size();
+      json body = {{"max_tokens", rc.generated_ids.size()}, {"temperature", 0},
+                   {"stop_token_ids", {1}}, {"stream", stream}};
+      if (rc.prompt.empty()) body["prompt"] = rc.prompt_ids;
+      else body["prompt"] = rc.prompt;
+      if (stream) {
+        StreamReply s = post_stream(ts, "/v1/completions", body);
+        EXPECT_EQ(s.status, 200);
+        EXPECT_TRUE(s.done_is_last);
+        for (const json& c : s.chunks) got[i] += c["choices"][0]["text"].get<std::string>();
+      } else {
+        auto r = ts.post("/v1/completions", body);
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        got[i] = j["choices"][0]["text"].get<std::string>();
+        EXPECT_EQ(j["usage"]["prompt_tokens"], rc.prompt_ids.size());
+        EXPECT_EQ(j["usage"]["completion_tokens"], rc.generated_ids.size());
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const ReferenceCase& rc = cases[i % cases.size()];
+    EXPECT_EQ(rc.prompt + got[i], rc.text) << "client " << i;
+  }
+  EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:kv_cache_usage_perc") == 0.0; }));
+  EXPECT_GT(gauge(ts, "vllm:num_preemptions_total"), 0);
+}
+
+TEST_P(RealEngineHttp, DisconnectMidStreamFreesBlocks) {
+  TestServer ts(stories_engine(GetParam()), ServerConfig{.port = 0});
+  auto client = ts.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"ignore_eos", true},
+                  {"stream", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  double usage_while_streaming = -1;
+  int pieces = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    if (++pieces < 3) return true;
+    usage_while_streaming = gauge(ts, "vllm:kv_cache_usage_perc");
+    return false;  // hang up mid-stream
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  client->send(req, res, error);
+  client.reset();
+  EXPECT_GT(usage_while_streaming, 0.0);
+  EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:kv_cache_usage_perc") == 0.0; }));
+  EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:num_requests_running") == 0.0; }));
+}
+
+TEST_P(RealEngineHttp, TooLongRequestsAre400WithTheNumbers) {
+  TestServer ts(stories_engine(GetParam()), ServerConfig{.port = 0});
+  std::vector<int32_t> long_prompt(600, 400);
+  long_prompt[0] = 1;
+  auto r = ts.post("/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 1}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("600"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("512"), std::string::npos) << r->body;
+  r = ts.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 510}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("515"), std::string::npos) << r->body;  // 5 + 510 tokens asked
+  r = ts.post("/v1/completions", {{"prompt", {1, 9999}}, {"max_tokens", 1}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("9999"), std::string::npos) << r->body;
+  EXPECT_EQ(gauge(ts, "vllm:kv_cache_usage_perc"), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, RealEngineHttp, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "gguf" : "bin"; });
+
+}  // namespace
+}  // namespace llmserve::testing
