@@ -1,5 +1,7 @@
 #include "common/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -13,11 +15,11 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 }
 
 ThreadPool::~ThreadPool() {
+  stop_.store(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
   }
-  cv_start_.notify_all();
+  cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -36,42 +38,51 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  {
+  job_ = &fn;
+  job_n_ = n;
+  job_chunks_ = chunks;
+  pending_.store(chunks - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // seq_cst: pairs with sleepers_ below (no lost wake-up)
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    pending_ = chunks - 1;
-    ++generation_;
+    cv_.notify_all();
   }
-  cv_start_.notify_all();
   auto [b, e] = chunk_range(n, chunks, 0);
   fn(b, e);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [this] { return pending_ == 0; });
+  // Spin briefly, then yield: on a loaded machine the worker may need this core.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 2000) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
+}
+
+uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+  // Spin first (~tens of microseconds), then sleep.
+  for (int i = 0; i < 4000; ++i) {
+    const uint64_t g = generation_.load(std::memory_order_acquire);
+    if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
+    _mm_pause();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  sleepers_.fetch_add(1);  // seq_cst: the publisher either sees us or we see its bump
+  cv_.wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
+  sleepers_.fetch_sub(1);
+  return generation_.load(std::memory_order_acquire);
 }
 
 void ThreadPool::worker_loop(int worker_idx) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    int chunks;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunks = job_chunks_;
-    }
-    if (worker_idx < chunks) {
-      auto [b, e] = chunk_range(n, chunks, worker_idx);
-      (*job)(b, e);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
+    seen = wait_for_job(seen);
+    if (stop_.load()) return;
+    if (worker_idx < job_chunks_) {
+      auto [b, e] = chunk_range(job_n_, job_chunks_, worker_idx);
+      (*job_)(b, e);
+      pending_.fetch_sub(1, std::memory_order_release);
     }
   }
 }

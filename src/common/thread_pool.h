@@ -1,5 +1,8 @@
 // A fixed pool of worker threads for data-parallel kernels. One pool per process, sized by
 // --threads; the calling thread takes part, so a pool of N threads starts N-1 workers.
+// Workers spin briefly on the job counter before sleeping on a condition variable: a decode
+// step issues dozens of short fork/joins, and a futex wake-up per join would cost more than
+// the work it splits (the approach of OpenMP's and llama.cpp's pools).
 #pragma once
 
 #include <atomic>
@@ -33,18 +36,22 @@ class ThreadPool {
 
  private:
   void worker_loop(int worker_idx);
+  /// Waits until generation_ differs from `seen` (or stop); returns the new generation.
+  uint64_t wait_for_job(uint64_t seen);
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_start_;
-  std::condition_variable cv_done_;
+  // Job slot: written by the caller before generation_ is bumped (release), read by workers
+  // after they observe the bump (acquire).
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};   // chunks not yet finished by workers
+  std::atomic<int> sleepers_{0};  // workers blocked (or about to block) on cv_
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
 };
 
 }  // namespace llmserve
