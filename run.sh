@@ -1,22 +1,43 @@
 #!/usr/bin/env bash
-# Quick start: install dependencies, build, and serve the demo model (stories260K) on
-# 127.0.0.1:8000 with the OpenAI-compatible API. Extra arguments go to `llmserve serve`.
+# Quick start: install dependencies, build, and serve the demo model (stories260K) with the
+# OpenAI-compatible API. Extra arguments go to `llmserve serve` (e.g. --port 8011).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install-deps.sh
 ./scripts/build.sh
 
+HOST=127.0.0.1
+PORT=8000
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do  # let --host/--port given here win over the defaults
+  case "${args[$i]}" in
+    --port) PORT="${args[$((i + 1))]:-$PORT}" ;;
+    --port=*) PORT="${args[$i]#--port=}" ;;
+    --host) HOST="${args[$((i + 1))]:-$HOST}" ;;
+    --host=*) HOST="${args[$i]#--host=}" ;;
+  esac
+done
+filtered=()
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --port|--host) i=$((i + 1)) ;;
+    --port=*|--host=*) ;;
+    *) filtered+=("${args[$i]}") ;;
+  esac
+done
+
 MODEL=../shared/models/stories260K/stories260K.gguf
 cat <<MSG
 
-llmserve is starting on http://127.0.0.1:8000 (Ctrl-C to stop). Try, in another terminal:
+llmserve is starting on http://$HOST:$PORT (Ctrl-C to stop). Try, in another terminal:
 
-  curl -s http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
+  curl -s http://$HOST:$PORT/v1/completions -H 'Content-Type: application/json' \\
     -d '{"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 64, "temperature": 0}'
 
-  curl -sN http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
+  curl -sN http://$HOST:$PORT/v1/completions -H 'Content-Type: application/json' \\
     -d '{"prompt": "Lily and Ben", "max_tokens": 64, "stream": true}'
 
 MSG
 # The GGUF declares a 128-token context (converter artefact); the model was trained on 512.
-exec ./build/bin/llmserve serve "$MODEL" --max-model-len 512 --host 127.0.0.1 --port 8000 "$@"
+exec ./build/bin/llmserve serve "$MODEL" --max-model-len 512 --host "$HOST" --port "$PORT" \
+  ${filtered[@]+"${filtered[@]}"}

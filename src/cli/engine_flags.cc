@@ -38,7 +38,9 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("--attention-backend", c.attention_backend,
                  "Attention implementation: reference")
       ->capture_default_str();
-  app.add_option("--log-level", v.log_level, "debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-level", v.log_level, "Log level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
 }
 
 Expected<int64_t> parse_bytes(const std::string& text) {
@@ -47,11 +49,13 @@ Expected<int64_t> parse_bytes(const std::string& text) {
     ++i;
   if (i == 0) return InvalidArgument("--kv-cache-memory: '{}' is not a size in bytes", text);
   double value = 0;
+  size_t used = 0;
   try {
-    value = std::stod(text.substr(0, i));
+    value = std::stod(text.substr(0, i), &used);
   } catch (...) {
-    return InvalidArgument("--kv-cache-memory: '{}' is not a size in bytes", text);
+    used = 0;
   }
+  if (used != i) return InvalidArgument("--kv-cache-memory: '{}' is not a size in bytes", text);
   std::string unit = text.substr(i);
   for (auto& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   double mult;

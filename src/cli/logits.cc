@@ -55,6 +55,13 @@ int LogitsCommand::run() {
   opt.chunk_size = config_.scheduler.max_num_batched_tokens;
   opt.block_size = config_.cache.block_size;
   opt.num_threads = config_.num_threads > 0 ? config_.num_threads : ThreadPool::physical_cores();
+  const int32_t max_len = config_.scheduler.max_model_len > 0
+                              ? config_.scheduler.max_model_len
+                              : (*file)->config().max_position_embeddings;
+  if (static_cast<int64_t>(ids->size()) > max_len)
+    return fail(InvalidArgument("--token-ids: {} tokens exceed max_model_len {} (set "
+                                "--max-model-len to override the model's context length)",
+                                ids->size(), max_len));
   auto logits = compute_prompt_logits(**file, *ids, opt);
   if (!logits.ok()) return fail(logits.status());
   const int64_t n = static_cast<int64_t>(ids->size());

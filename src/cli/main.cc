@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version exit 0; every parse error (bad or missing flag value) exits 1.
+    return app.exit(e) == 0 ? 0 : 1;
   }
   if (serve.parsed()) return serve.run();
   if (generate.parsed()) return generate.run();

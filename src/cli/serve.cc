@@ -1,6 +1,9 @@
 // llmserve serve: load the model, start the engine thread and the OpenAI-compatible HTTP
 // server; SIGINT/SIGTERM stop it cleanly.
+#include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 
@@ -10,6 +13,9 @@
 #include "server/http_server.h"
 
 namespace llmserve::cli {
+
+/// Seconds between SIGINT/SIGTERM and a forced exit if connections do not close.
+constexpr int kShutdownTimeoutSeconds = 10;
 
 ServeCommand::ServeCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
@@ -29,24 +35,36 @@ int ServeCommand::run() {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto engine = LLMEngine::create(config_);
-  if (!engine.ok()) return fail(engine.status());
-  AsyncEngine async_engine(std::move(*engine));
   ServerConfig sc;
   sc.host = host_;
   sc.port = port_;
   sc.num_http_threads = http_threads_;
-  HttpServer server(async_engine, sc);
+  if (Status st = sc.validate(); !st.ok()) return fail(st);  // before the (slow) model load
 
+  auto engine = LLMEngine::create(config_);
+  if (!engine.ok()) return fail(engine.status());
+  AsyncEngine async_engine(std::move(*engine));
+  HttpServer server(async_engine, sc);
+  if (Status st = server.bind(); !st.ok()) return fail(st);
+
+  std::atomic<bool> listen_returned{false};
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
+    if (listen_returned.load()) return;  // woken by main after listen() failed
     spdlog::info("signal {} received, shutting down", sig);
+    // A client trickling a request can keep an HTTP thread busy indefinitely; do not let it
+    // hold the process hostage.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(kShutdownTimeoutSeconds));
+      spdlog::warn("shutdown took longer than {} s; exiting", kShutdownTimeoutSeconds);
+      std::_Exit(0);
+    }).detach();
     server.stop();
   });
   Status st = server.listen();
-  // listen() returned: either stop() was called or binding failed. Wake the signal thread.
-  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  listen_returned.store(true);
+  pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op if it already returned
   signal_thread.join();
   if (!st.ok()) return fail(st);
   return 0;

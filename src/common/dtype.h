@@ -34,7 +34,9 @@ inline uint16_t f32_to_bf16(float f) {
 
 /// IEEE half -> float32 (uses the F16C instruction, part of the x86-64-v3 baseline).
 inline float f16_to_f32(uint16_t h) {
-  return static_cast<float>(*reinterpret_cast<const _Float16*>(&h));
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
 }
 
 /// float32 -> IEEE half, round-to-nearest-even.

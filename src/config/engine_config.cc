@@ -9,6 +9,9 @@ Status CacheConfig::validate() const {
     return InvalidArgument("--kv-cache-memory must be >= 0 bytes, got {}", kv_cache_memory_bytes);
   if (num_kv_blocks < 0)
     return InvalidArgument("--num-kv-blocks must be >= 0, got {}", num_kv_blocks);
+  if (block_size > 0 && int64_t{num_kv_blocks} * block_size > (int64_t{1} << 31))
+    return InvalidArgument("--num-kv-blocks {} x --block-size {} exceeds 2^31 token slots",
+                           num_kv_blocks, block_size);
   return Status::Ok();
 }
 
@@ -29,7 +32,8 @@ Status SchedulerConfig::validate() const {
 
 Status EngineConfig::validate() const {
   if (model_path.empty()) return InvalidArgument("no model path given");
-  if (num_threads < 0) return InvalidArgument("--threads must be >= 0, got {}", num_threads);
+  if (num_threads < 0 || num_threads > kMaxThreads)
+    return InvalidArgument("--threads must be in [0, {}], got {}", kMaxThreads, num_threads);
   LLMS_RETURN_IF_ERROR(cache.validate());
   return scheduler.validate();
 }

@@ -36,6 +36,9 @@ struct SchedulerConfig {
   Status validate() const;
 };
 
+/// Upper bound for --threads (far above any sensible value; stops thread-creation failures).
+inline constexpr int32_t kMaxThreads = 1024;
+
 struct EngineConfig {
   std::string model_path;       // GGUF file or llama2.c .bin
   std::string tokenizer_path;   // llama2.c tokenizer.bin (required for .bin models)

@@ -2,6 +2,8 @@
 // scheduler, model runner and the requests; step() = schedule -> execute -> sample -> update.
 #include "engine/llm_engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <unordered_map>
 #include <utility>
@@ -104,6 +106,13 @@ Status EngineCore::init(const EngineConfig& config) {
     return ResourceExhausted("KV cache budget of {} bytes holds no block of {} bytes "
                              "(--block-size {})", config_.cache.kv_cache_memory_bytes,
                              block_bytes, bs);
+  const int64_t phys_bytes = int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGE_SIZE);
+  if (num_blocks * block_bytes > phys_bytes || num_blocks > (int64_t{1} << 31) / bs)
+    return ResourceExhausted(
+        "KV cache of {} blocks x {} bytes = {:.2f} GiB does not fit this machine's {:.2f} GiB of "
+        "memory; lower --kv-cache-memory or --num-kv-blocks",
+        num_blocks, block_bytes, num_blocks * double(block_bytes) / (1 << 30),
+        double(phys_bytes) / (1 << 30));
   config_.cache.num_kv_blocks = static_cast<int32_t>(num_blocks);
   kv_ = std::make_unique<KVCacheManager>(config_.cache.num_kv_blocks, bs);
   if (kv_->blocks_for_tokens(max_model_len_) > num_blocks)
@@ -113,8 +122,8 @@ Status EngineCore::init(const EngineConfig& config) {
 
   LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(config_.attention_backend));
-  runner_ = std::make_unique<ModelRunner>(std::move(model), std::move(attention),
-                                          config_.cache.num_kv_blocks, bs, pool_.get());
+  LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
+                                                     config_.cache.num_kv_blocks, bs, pool_.get()));
   spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}), vocab {}, "
                "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB, {} threads",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,

@@ -1,5 +1,6 @@
 #include "models/model_file.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -44,6 +45,21 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     LLMS_ASSIGN_OR_RETURN(double theta, g.get_float("llama.rope.freq_base"));
     c.rope_theta = static_cast<float>(theta);
   }
+  if (!std::isfinite(c.rms_norm_eps) || !std::isfinite(c.rope_theta))
+    return InvalidArgument("{}: metadata rms_norm_eps ({}) and rope.freq_base ({}) must be finite",
+                           g.path(), c.rms_norm_eps, c.rope_theta);
+  if (g.has_key("llama.rope.dimension_count")) {
+    LLMS_ASSIGN_OR_RETURN(int64_t rope_dim, g.get_int("llama.rope.dimension_count"));
+    if (rope_dim != c.head_dim)
+      return Unimplemented("{}: llama.rope.dimension_count = {} but head_dim = {}: partial "
+                           "rotary embeddings are not supported", g.path(), rope_dim, c.head_dim);
+  }
+  for (const TensorView& t : g.tensors()) {  // layers beyond block_count mean bad metadata
+    int layer = -1;
+    if (std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1 && layer >= c.n_layers)
+      return InvalidArgument("{}: tensor {} belongs to layer {} but llama.block_count = {}",
+                             g.path(), t.name, layer, c.n_layers);
+  }
   const TensorView* emb = g.find_tensor("token_embd.weight");
   if (!emb) return NotFound("{}: missing tensor token_embd.weight", g.path());
   if (emb->shape.size() != 2)
@@ -85,8 +101,10 @@ bool has_gguf_magic(const std::string& path) {
 
 Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
   std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFound("{}: no such model file", path);
   if (!std::filesystem::is_regular_file(path, ec))
-    return NotFound("{}: no such model file", path);
+    return InvalidArgument("{}: not a regular file (expected a .gguf or llama2.c .bin file)",
+                           path);
   auto mf = std::make_unique<ModelFile>();
   mf->path_ = path;
   if (has_gguf_magic(path)) {

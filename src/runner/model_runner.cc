@@ -11,22 +11,36 @@ int64_t ModelRunner::kv_bytes_per_block(const ModelConfig& c, int32_t block_size
   return int64_t{block_size} * c.n_layers * c.kv_bytes_per_token_per_layer(DType::kF32);
 }
 
+Expected<std::unique_ptr<ModelRunner>> ModelRunner::create(
+    std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention, int32_t num_blocks,
+    int32_t block_size, ThreadPool* pool) {
+  std::unique_ptr<ModelRunner> runner(new ModelRunner(std::move(model), std::move(attention),
+                                                      num_blocks, block_size, pool));
+  LLMS_RETURN_IF_ERROR(runner->allocate_kv_cache());
+  return runner;
+}
+
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
                          int32_t num_blocks, int32_t block_size, ThreadPool* pool)
     : model_(std::move(model)), attention_(std::move(attention)), num_blocks_(num_blocks),
-      block_size_(block_size), pool_(pool) {
+      block_size_(block_size), pool_(pool) {}
+
+Status ModelRunner::allocate_kv_cache() {
   const ModelConfig& c = model_->config();
   const size_t per_layer =
-      size_t(num_blocks) * block_size * size_t(c.n_kv_heads) * c.head_dim;
+      size_t(num_blocks_) * block_size_ * size_t(c.n_kv_heads) * c.head_dim;
   for (int32_t l = 0; l < c.n_layers; ++l) {
-    float* k = static_cast<float*>(std::calloc(per_layer, sizeof(float)));
-    float* v = static_cast<float*>(std::calloc(per_layer, sizeof(float)));
-    LLMS_CHECK(k && v, "cannot allocate KV cache: {} blocks x {} floats per layer", num_blocks,
-               per_layer / num_blocks);
-    kv_storage_.push_back(k);
-    kv_storage_.push_back(v);
-    kv_layers_.push_back({k, v});
+    for (int kv = 0; kv < 2; ++kv) {
+      float* p = static_cast<float*>(std::calloc(per_layer, sizeof(float)));
+      if (p == nullptr)
+        return ResourceExhausted("cannot allocate the KV cache: {} blocks need {:.2f} GiB",
+                                 num_blocks_,
+                                 2.0 * c.n_layers * per_layer * sizeof(float) / (1 << 30));
+      kv_storage_.push_back(p);
+    }
+    kv_layers_.push_back({kv_storage_[2 * l], kv_storage_[2 * l + 1]});
   }
+  return Status::Ok();
 }
 
 ModelRunner::~ModelRunner() {

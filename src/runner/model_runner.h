@@ -28,8 +28,11 @@ class ModelRunner {
  public:
   /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, n_kv_heads,
   /// head_dim] float32 (zero pages are mapped lazily, so untouched blocks cost no RSS).
-  ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
-              int32_t num_blocks, int32_t block_size, ThreadPool* pool);
+  /// Errors: ResourceExhausted when the allocation fails (naming the bytes).
+  static Expected<std::unique_ptr<ModelRunner>> create(std::unique_ptr<Model> model,
+                                                       std::unique_ptr<AttentionBackend> attention,
+                                                       int32_t num_blocks, int32_t block_size,
+                                                       ThreadPool* pool);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -44,6 +47,9 @@ class ModelRunner {
   const ModelConfig& model_config() const { return model_->config(); }
 
  private:
+  ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
+              int32_t num_blocks, int32_t block_size, ThreadPool* pool);
+  Status allocate_kv_cache();
   void build_batch(const SchedulerOutput& out);
 
   std::unique_ptr<Model> model_;

@@ -23,7 +23,8 @@ Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
   const int32_t n = static_cast<int32_t>(ids.size());
   const int32_t num_blocks = (n + opt.block_size - 1) / opt.block_size;
   ThreadPool pool(std::max(1, opt.num_threads));
-  ModelRunner runner(std::move(model), std::move(attention), num_blocks, opt.block_size, &pool);
+  LLMS_ASSIGN_OR_RETURN(auto runner, ModelRunner::create(std::move(model), std::move(attention),
+                                                         num_blocks, opt.block_size, &pool));
   // Hand out the blocks in reverse so that the block table is not the identity map.
   std::vector<int32_t> block_table(num_blocks);
   for (int32_t b = 0; b < num_blocks; ++b) block_table[b] = num_blocks - 1 - b;
@@ -40,7 +41,7 @@ Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
     s.logits_mode = LogitsMode::kAll;
     out.seqs.push_back(s);
     out.total_num_scheduled_tokens = s.num_scheduled_tokens;
-    const StepLogits& logits = runner.execute(out);
+    const StepLogits& logits = runner->execute(out);
     std::copy_n(logits.row(0), size_t(s.num_scheduled_tokens) * mc.vocab_size,
                 &all[size_t(start) * mc.vocab_size]);
   }

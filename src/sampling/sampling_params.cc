@@ -9,7 +9,8 @@ Status SamplingParams::validate(int32_t vocab_size) const {
     return InvalidArgument("temperature must be a finite number >= 0, got {}", temperature);
   if (!(top_p > 0.0f && top_p <= 1.0f))
     return InvalidArgument("top_p must be in (0, 1], got {}", top_p);
-  if (top_k < -1) return InvalidArgument("top_k must be -1 (disabled) or >= 1, got {}", top_k);
+  if (top_k < -1)
+    return InvalidArgument("top_k must be -1 or 0 (disabled) or >= 1, got {}", top_k);
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1, got {}", max_tokens);
   for (int32_t id : stop_token_ids)
     if (id < 0 || id >= vocab_size)

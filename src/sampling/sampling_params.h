@@ -13,7 +13,7 @@ namespace llmserve {
 struct SamplingParams {
   /// 0 = greedy (argmax). Otherwise logits are divided by temperature before softmax.
   float temperature = 1.0f;
-  /// Keep only the k most likely tokens; <= 0 (vLLM: -1) disables.
+  /// Keep only the k most likely tokens; -1 (vLLM's spelling) or 0 disables.
   int32_t top_k = -1;
   /// Nucleus sampling: keep the smallest set of most likely tokens whose probability mass
   /// reaches top_p; 1 disables. Must be in (0, 1].

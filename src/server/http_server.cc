@@ -24,9 +24,10 @@ namespace llmserve {
 
 Status ServerConfig::validate() const {
   if (host.empty()) return InvalidArgument("host must not be empty");
-  if (port < 0 || port > 65535) return InvalidArgument("port must be in [0, 65535], got {}", port);
-  if (num_http_threads < 1)
-    return InvalidArgument("num_http_threads must be >= 1, got {}", num_http_threads);
+  if (port < 0 || port > 65535)
+    return InvalidArgument("--port must be in [0, 65535], got {}", port);
+  if (num_http_threads < 1 || num_http_threads > 4096)
+    return InvalidArgument("--http-threads must be in [1, 4096], got {}", num_http_threads);
   if (max_request_body_bytes == 0) return InvalidArgument("max_request_body_bytes must be > 0");
   return Status::Ok();
 }

@@ -104,9 +104,15 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
       render_builtin_chat_template(parsed.messages, parsed.add_generation_prompt);
   gen.request.prompt_token_ids = engine_.engine().tokenizer().encode(prompt, /*add_bos=*/true);
   gen.request.params = std::move(parsed.options.params);
-  // Like vLLM: without max_tokens a chat reply may use the rest of the context window.
-  const int32_t room = engine_.engine().max_model_len() -
-                       static_cast<int32_t>(gen.request.prompt_token_ids.size());
+  // Like vLLM: without max_tokens a chat reply may use the rest of the context window, here
+  // also capped by what the whole KV pool can hold.
+  const LLMEngine& e = engine_.engine();
+  const int64_t pool_tokens =
+      int64_t{e.config().cache.num_kv_blocks} * e.config().cache.block_size;
+  const int64_t prompt_len = static_cast<int64_t>(gen.request.prompt_token_ids.size());
+  const int64_t limit =
+      pool_tokens > 0 ? std::min<int64_t>(e.max_model_len(), pool_tokens) : e.max_model_len();
+  const int32_t room = static_cast<int32_t>(limit - prompt_len);
   if (auto err = finish_params(parsed.options.max_tokens, std::max(room, 1), &gen.request.params))
     return set_error_response(*err, res);
   gen.stream = parsed.options.stream;

@@ -1,5 +1,6 @@
 #include "server/protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -248,9 +249,36 @@ std::optional<ApiError> read_messages(const json& body, std::vector<ChatMessage>
   return std::nullopt;
 }
 
+/// Deepest array/object nesting in a JSON text (strings skipped), stopping past `limit`.
+int json_nesting_depth(std::string_view text, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
+  // nlohmann::json serialises (and we describe) values recursively: bound the nesting so a
+  // small body of 100k brackets cannot overflow the stack. Real requests nest < 10 levels.
+  constexpr int kMaxJsonDepth = 64;
+  if (json_nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
+    return bad_request(fmt::format("request body nests arrays/objects deeper than {} levels",
+                                   kMaxJsonDepth));
   try {
     *out = json::parse(body);
   } catch (const json::exception& e) {  // parse_error, out_of_range (number overflow)

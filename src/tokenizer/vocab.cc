@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -46,6 +47,9 @@ class Reader {
 };
 
 Expected<std::string> read_whole_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    return InvalidArgument("{}: not a regular file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("{}: cannot open tokenizer file", path);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -38,7 +38,7 @@ TEST(Cli, HelpListsSubcommandsAndFlags) {
 
 TEST(Cli, GenerateJsonMatchesRunC) {
   const auto cases = testing::load_reference_cases();
-  for (const std::string model : {bin_model_args(), quote(testing::stories_gguf()) + " --max-model-len 512"}) {
+  for (const std::string& model : {bin_model_args(), quote(testing::stories_gguf()) + " --max-model-len 512"}) {
     const auto& rc = cases[2];
     auto r = run_llmserve("generate " + model + " --prompt " + quote(rc.prompt) +
                           " --max-tokens 40 --json --threads 1");
@@ -137,6 +137,37 @@ TEST_F(CliBadModel, BadFlagValues) {
   expect_one_line_error(r, "'x'");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --block-size 0");
   expect_one_line_error(r, "--block-size");
+}
+
+TEST_F(CliBadModel, DirectoriesAndResourceLimitsAreErrorsNotCrashes) {
+  const std::string dir = testing::temp_dir();
+  expect_one_line_error(run_llmserve("generate " + quote(dir) + " --prompt hi"), "regular file");
+  expect_one_line_error(run_llmserve("generate " + quote(testing::stories_bin()) +
+                                     " --tokenizer " + quote(dir) + " --prompt hi"), dir);
+  const std::string gguf = quote(testing::stories_gguf());
+  expect_one_line_error(run_llmserve("generate " + gguf + " --prompt hi --kv-cache-memory 10000GiB"),
+                        "memory");
+  expect_one_line_error(run_llmserve("generate " + gguf + " --prompt hi --num-kv-blocks 2147483647"),
+                        "--num-kv-blocks");
+  expect_one_line_error(run_llmserve("generate " + gguf + " --prompt hi --threads 100000"),
+                        "--threads");
+  expect_one_line_error(run_llmserve("serve " + gguf + " --port 99999"), "--port");
+  expect_one_line_error(run_llmserve("serve " + gguf + " --http-threads 100000000"),
+                        "--http-threads");
+  expect_one_line_error(run_llmserve("generate " + gguf + " --prompt hi --kv-cache-memory 1.2.3"),
+                        "1.2.3");
+  std::string ids = "1";
+  for (int i = 0; i < 200; ++i) ids += ",400";
+  expect_one_line_error(run_llmserve("logits " + gguf + " --token-ids " + ids + " --out /tmp/x.npy"),
+                        "max_model_len 128");
+}
+
+TEST(Cli, ParseErrorsExitOne) {
+  const std::string gguf = "'" + testing::stories_gguf() + "'";
+  EXPECT_EQ(run_llmserve("generate " + gguf + " --prompt hi --log-level loud").exit_code, 1);
+  EXPECT_EQ(run_llmserve("serve " + gguf + " --port abc").exit_code, 1);
+  EXPECT_EQ(run_llmserve("generate " + gguf).exit_code, 1);  // --prompt missing
+  EXPECT_EQ(run_llmserve("frobnicate").exit_code, 1);
 }
 
 }  // namespace

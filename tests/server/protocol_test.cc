@@ -210,3 +210,22 @@ TEST(Metrics, RecordsTimingOfFinishedRequests) {
 
 }  // namespace
 }  // namespace llmserve
+
+namespace llmserve {
+namespace {
+
+TEST(Protocol, DeeplyNestedBodiesAreRejectedNotCrashing) {
+  nlohmann::json out;
+  const std::string deep = "{\"prompt\":\"hi\",\"stop\":" + std::string(100000, '[') +
+                           std::string(100000, ']') + "}";
+  auto err = parse_json_object(deep, &out);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->http_status, 400);
+  EXPECT_NE(err->message.find("deeper"), std::string::npos);
+  // Brackets inside strings do not count; moderate nesting is fine.
+  const std::string ok = "{\"prompt\":\"" + std::string(1000, '[') + "\",\"x\":[[[[1]]]]}";
+  EXPECT_FALSE(parse_json_object(ok, &out).has_value());
+}
+
+}  // namespace
+}  // namespace llmserve

@@ -25,6 +25,12 @@ std::unique_ptr<LLMEngine> stories_engine(bool gguf, int32_t num_kv_blocks = 0) 
   return std::move(e).value();
 }
 
+ServerConfig port0() {
+  ServerConfig c;
+  c.port = 0;  // any free port
+  return c;
+}
+
 double gauge(const TestServer& ts, const std::string& name) {
   auto r = ts.get("/metrics");
   if (!r || r->status != 200) return -1;
@@ -46,7 +52,7 @@ class RealEngineHttp : public ::testing::TestWithParam<bool> {};
 
 TEST_P(RealEngineHttp, ConcurrentClientsGetRunCGreedyOutputs) {
   // A small pool as well, so the concurrent requests also preempt each other.
-  TestServer ts(stories_engine(GetParam(), /*num_kv_blocks=*/40), ServerConfig{.port = 0});
+  TestServer ts(stories_engine(GetParam(), /*num_kv_blocks=*/40), port0());
   const auto cases = load_reference_cases();
   // Every case twice: once streamed, once not; the prompt as text when it is not empty.
   std::vector<std::string> got(cases.size() * 2);
@@ -85,7 +91,7 @@ TEST_P(RealEngineHttp, ConcurrentClientsGetRunCGreedyOutputs) {
 }
 
 TEST_P(RealEngineHttp, DisconnectMidStreamFreesBlocks) {
-  TestServer ts(stories_engine(GetParam()), ServerConfig{.port = 0});
+  TestServer ts(stories_engine(GetParam()), port0());
   auto client = ts.client();
   httplib::Request req;
   req.method = "POST";
@@ -110,7 +116,7 @@ TEST_P(RealEngineHttp, DisconnectMidStreamFreesBlocks) {
 }
 
 TEST_P(RealEngineHttp, TooLongRequestsAre400WithTheNumbers) {
-  TestServer ts(stories_engine(GetParam()), ServerConfig{.port = 0});
+  TestServer ts(stories_engine(GetParam()), port0());
   std::vector<int32_t> long_prompt(600, 400);
   long_prompt[0] = 1;
   auto r = ts.post("/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 1}});
