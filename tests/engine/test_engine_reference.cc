@@ -170,6 +170,53 @@ TEST_P(EngineReference, TextMatchesRunC) {
   EXPECT_EQ(rc.prompt + text, rc.text);
 }
 
+TEST_P(EngineReference, StopStringEndsGenerationAndIsExcluded) {
+  auto e = make_engine(base_config());
+  const auto cases = load_reference_cases();
+  const ReferenceCase& rc = cases[0];
+  // run.c's text continues "..., there was a little girl named Lily. She loved ...".
+  EngineRequest r = greedy_request(rc);
+  r.params.stop = {"named"};
+  const Status st = e->add_request(0, r);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::string text;
+  RequestOutput last;
+  while (e->has_unfinished_requests())
+    for (RequestOutput& o : e->step()) {
+      text += o.new_text;
+      last = o;
+    }
+  const std::string full = rc.text.substr(rc.prompt.size());
+  EXPECT_EQ(text, full.substr(0, full.find("named")));
+  EXPECT_EQ(last.finish_reason, FinishReason::kStop);
+  expect_all_blocks_free(*e);
+}
+
+TEST_P(EngineReference, SeededSamplingIsReproducibleWhateverTheBatch) {
+  auto e = make_engine(base_config());
+  const auto cases = load_reference_cases();
+  auto sampled = [&](uint64_t seed) {
+    EngineRequest r;
+    r.prompt_token_ids = cases[0].prompt_ids;
+    r.params.temperature = 0.9f;
+    r.params.top_p = 0.95f;
+    r.params.max_tokens = 60;
+    r.params.ignore_eos = true;
+    r.params.seed = seed;
+    return r;
+  };
+  ASSERT_TRUE(e->add_request(0, sampled(7)).ok());
+  auto alone = run_to_completion(*e)[0];
+  // Same request and seed, now batched with other greedy and sampled requests.
+  ASSERT_TRUE(e->add_request(1, greedy_request(cases[2])).ok());
+  ASSERT_TRUE(e->add_request(2, sampled(7)).ok());
+  ASSERT_TRUE(e->add_request(3, sampled(8)).ok());
+  auto batched = run_to_completion(*e);
+  EXPECT_EQ(batched[2], alone);
+  EXPECT_NE(batched[3], alone);
+  EXPECT_EQ(batched[1], cases[2].generated_ids);
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, EngineReference,
                          ::testing::Values(Format{"bin", false}, Format{"gguf", true}),
                          [](const auto& info) { return std::string(info.param.name); });
