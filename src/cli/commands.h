@@ -64,4 +64,47 @@ class LogitsCommand {
   std::string out_path_;
 };
 
+
+/// Workload flags shared by `bench` and `bench serve`.
+struct BenchWorkloadFlags {
+  int num_prompts = 100;            // requests
+  int input_len = 128;              // prompt tokens (BOS included), random dataset
+  int output_len = 128;             // tokens to generate, random dataset
+  double range_ratio = 0.0;         // lengths uniform in [L*(1-R), L*(1+R)]
+  std::string request_rate = "inf"; // requests per second, or "inf" (all at t = 0)
+  double burstiness = 1.0;          // gamma shape of inter-arrival times (1 = Poisson)
+  std::string dataset = "random";   // "random" or a JSON/JSONL file
+  float temperature = 0.0f;         // sampling temperature of every request
+  bool json = false;                // print one JSON object instead of the table
+};
+
+/// `llmserve bench MODEL ...` (engine in-process) and `llmserve bench serve --url URL ...`.
+class BenchCommand {
+ public:
+  /// `command_line` is shown in the timeline's title.
+  BenchCommand(CLI::App& app, std::string command_line);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  void add_workload_flags(CLI::App& app);
+  int run_in_process();
+  int run_serve();
+
+  CLI::App* cmd_;
+  CLI::App* serve_;
+  std::string command_line_;
+  EngineConfig config_;
+  EngineFlagValues flags_;
+  BenchWorkloadFlags workload_;
+  std::string timeline_path_;
+  // bench serve
+  std::string url_;
+  std::string served_model_;   // model name sent to the server ("" = ask /v1/models)
+  std::string vocab_model_;    // model file whose vocabulary sizes the random prompts
+  int vocab_size_ = 512;
+  int max_concurrency_ = 0;
+  double timeout_s_ = 600;
+};
+
 }  // namespace llmserve::cli

@@ -1,5 +1,6 @@
 // llmserve: command-line entry point. Each subcommand is a thin main in its own file.
 #include <cstdio>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,9 @@ int main(int argc, char** argv) {
   llmserve::cli::ServeCommand serve(app);
   llmserve::cli::GenerateCommand generate(app);
   llmserve::cli::LogitsCommand logits(app);
+  std::string command_line = "llmserve";
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  llmserve::cli::BenchCommand bench(app, command_line);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -22,5 +26,6 @@ int main(int argc, char** argv) {
   if (serve.parsed()) return serve.run();
   if (generate.parsed()) return generate.run();
   if (logits.parsed()) return logits.run();
+  if (bench.parsed()) return bench.run();
   return 1;
 }

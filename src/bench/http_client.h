@@ -1,0 +1,46 @@
+// `bench serve`: the workload sent to an OpenAI-compatible /v1/completions endpoint with
+// stream=true, one client thread per in-flight request, measured client-side.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/metrics.h"
+#include "bench/runner.h"
+#include "bench/workload.h"
+#include "common/status.h"
+
+namespace llmserve::bench {
+
+struct ServeOptions {
+  /// Server base URL, "http://host:port" (a trailing "/v1" or "/v1/completions" is accepted).
+  std::string url;
+  /// Model name sent in each request; empty = the first id of GET /v1/models.
+  std::string model;
+  float temperature = 0.0f;
+  /// Requests in flight at once; 0 = unbounded (every arrived request is sent at once).
+  int32_t max_concurrency = 0;
+  /// Per-request read timeout, seconds.
+  double timeout_s = 600;
+  ProgressFn progress;  // may be empty
+};
+
+/// "http://h:p/v1" -> {"http://h:p", "/v1/completions"}. Errors: not http(s)://host[:port].
+struct Endpoint {
+  std::string base;  // scheme://host[:port]
+  std::string path;  // the completions path
+};
+Expected<Endpoint> parse_completions_url(const std::string& url);
+
+/// GET {base}/v1/models: the first model id. Errors: Internal naming the URL and the problem.
+Expected<std::string> fetch_model_name(const Endpoint& endpoint, double timeout_s);
+
+/// Sends every request at its arrival offset (prompt as token ids when known, else as text;
+/// max_tokens = output_len, ignore_eos, stream with include_usage). TTFT = first chunk with
+/// text; token_times = the times of chunks with text; output tokens from the usage chunk (else
+/// the requested output_len, as vLLM does). Failed requests (HTTP error, no text, broken stream)
+/// are recorded with success = false and their error. Engine-side fields stay empty.
+Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
+                                  const ServeOptions& options);
+
+}  // namespace llmserve::bench

@@ -1,0 +1,198 @@
+#include "bench/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace llmserve::bench {
+
+double mean(const std::vector<double>& xs) {
+  if (xs.empty()) return 0.0;
+  return std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(xs.size());
+}
+
+double percentile(std::vector<double> xs, double q) {
+  if (xs.empty()) return 0.0;
+  std::sort(xs.begin(), xs.end());
+  const double rank = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(xs.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, xs.size() - 1);
+  const double frac = rank - static_cast<double>(lo);
+  return xs[lo] + (xs[hi] - xs[lo]) * frac;
+}
+
+Distribution summarize(const std::vector<double>& xs) {
+  return {mean(xs), percentile(xs, 50.0), percentile(xs, 99.0)};
+}
+
+double ttft_s(const RequestRecord& r) {
+  return r.token_times.empty() ? 0.0 : r.token_times.front() - r.arrival_time;
+}
+
+double e2e_s(const RequestRecord& r) {
+  const double end = r.token_times.empty() ? r.finished_time : r.token_times.back();
+  return end - r.arrival_time;
+}
+
+std::vector<double> inter_token_gaps_s(const RequestRecord& r) {
+  const std::vector<double>& t = r.token_times;
+  std::vector<double> gaps;
+  for (size_t i = 1; i < t.size(); ++i) gaps.push_back(t[i] - t[i - 1]);
+  return gaps;
+}
+
+namespace {
+
+/// Latency samples of the successful requests, in milliseconds.
+struct LatencySamples {
+  std::vector<double> ttft, tpot, itl, e2e;
+};
+
+LatencySamples collect_latencies(const RunResult& run) {
+  LatencySamples s;
+  for (const RequestRecord& r : run.requests) {
+    if (!r.success) continue;
+    const double ttft = ttft_s(r), e2e = e2e_s(r);
+    s.ttft.push_back(ttft * 1e3);
+    s.e2e.push_back(e2e * 1e3);
+    if (r.output_tokens > 1) s.tpot.push_back((e2e - ttft) / (r.output_tokens - 1) * 1e3);
+    for (double g : inter_token_gaps_s(r)) s.itl.push_back(g * 1e3);
+  }
+  return s;
+}
+
+void add_engine_metrics(const RunResult& run, BenchMetrics& m) {
+  int64_t preemptions = 0;
+  for (const RequestRecord& r : run.requests) preemptions += r.num_preemptions;
+  m.num_preemptions = preemptions;
+  std::vector<double> util;
+  int32_t peak_running = 0;
+  for (const StepRecord& s : run.steps) {
+    if (s.num_used_blocks > 0) util.push_back(s.kv_utilization);
+    peak_running = std::max(peak_running, s.num_running);
+  }
+  m.kv_utilization_mean = mean(util);
+  m.kv_utilization_peak = util.empty() ? 0.0 : *std::max_element(util.begin(), util.end());
+  m.peak_running = peak_running;
+  m.num_steps = static_cast<int64_t>(run.steps.size());
+}
+
+}  // namespace
+
+BenchMetrics compute_metrics(const RunResult& run) {
+  BenchMetrics m;
+  for (const RequestRecord& r : run.requests) {
+    if (!r.success) {
+      ++m.failed;
+      continue;
+    }
+    ++m.completed;
+    m.total_input_tokens += r.prompt_len;
+    m.total_output_tokens += r.output_tokens;
+  }
+  m.duration_s = std::max(0.0, run.end_time - run.start_time);
+  if (m.duration_s > 0) {
+    m.request_throughput = static_cast<double>(m.completed) / m.duration_s;
+    m.output_throughput = static_cast<double>(m.total_output_tokens) / m.duration_s;
+    m.total_token_throughput =
+        static_cast<double>(m.total_input_tokens + m.total_output_tokens) / m.duration_s;
+  }
+  const LatencySamples s = collect_latencies(run);
+  m.ttft_ms = summarize(s.ttft);
+  m.tpot_ms = summarize(s.tpot);
+  m.itl_ms = summarize(s.itl);
+  m.e2e_ms = summarize(s.e2e);
+  if (run.in_process) add_engine_metrics(run, m);
+  return m;
+}
+
+namespace {
+
+nlohmann::json dist_json(const Distribution& d) {
+  return {{"mean", d.mean}, {"median", d.median}, {"p99", d.p99}};
+}
+
+template <typename T>
+nlohmann::json opt_json(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json metrics_to_json(const BenchMetrics& m) {
+  return {{"completed", m.completed},
+          {"failed", m.failed},
+          {"total_input_tokens", m.total_input_tokens},
+          {"total_output_tokens", m.total_output_tokens},
+          {"duration_s", m.duration_s},
+          {"request_throughput", m.request_throughput},
+          {"output_throughput", m.output_throughput},
+          {"total_token_throughput", m.total_token_throughput},
+          {"ttft_ms", dist_json(m.ttft_ms)},
+          {"tpot_ms", dist_json(m.tpot_ms)},
+          {"itl_ms", dist_json(m.itl_ms)},
+          {"e2e_ms", dist_json(m.e2e_ms)},
+          {"num_preemptions", opt_json(m.num_preemptions)},
+          {"kv_utilization_mean", opt_json(m.kv_utilization_mean)},
+          {"kv_utilization_peak", opt_json(m.kv_utilization_peak)},
+          {"peak_running", opt_json(m.peak_running)},
+          {"num_steps", opt_json(m.num_steps)}};
+}
+
+namespace {
+
+void row(std::string& out, const std::string& label, const std::string& value) {
+  out += fmt::format("{:<40} {:<10}\n", label, value);
+}
+std::string f2(double v) { return fmt::format("{:.2f}", v); }
+std::string pct(const std::optional<double>& v) {
+  return v ? fmt::format("{:.1f}%", *v * 100.0) : "n/a";
+}
+template <typename T>
+std::string opt_str(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : "n/a";
+}
+
+void section(std::string& out, const std::string& name) {
+  out += fmt::format("{:-^50}\n", name);
+}
+
+void dist_rows(std::string& out, const std::string& abbr, const Distribution& d) {
+  row(out, fmt::format("Mean {} (ms):", abbr), f2(d.mean));
+  row(out, fmt::format("Median {} (ms):", abbr), f2(d.median));
+  row(out, fmt::format("P99 {} (ms):", abbr), f2(d.p99));
+}
+
+}  // namespace
+
+std::string format_metrics_table(const BenchMetrics& m, const std::string& title) {
+  std::string out = fmt::format("{:=^50}\n", " " + title + " ");
+  row(out, "Successful requests:", fmt::format("{}", m.completed));
+  if (m.failed > 0) row(out, "Failed requests:", fmt::format("{}", m.failed));
+  row(out, "Benchmark duration (s):", f2(m.duration_s));
+  row(out, "Total input tokens:", fmt::format("{}", m.total_input_tokens));
+  row(out, "Total generated tokens:", fmt::format("{}", m.total_output_tokens));
+  row(out, "Request throughput (req/s):", f2(m.request_throughput));
+  row(out, "Output token throughput (tok/s):", f2(m.output_throughput));
+  row(out, "Total Token throughput (tok/s):", f2(m.total_token_throughput));
+  section(out, "Time to First Token");
+  dist_rows(out, "TTFT", m.ttft_ms);
+  section(out, "Time per Output Token (excl. 1st token)");
+  dist_rows(out, "TPOT", m.tpot_ms);
+  section(out, "Inter-token Latency");
+  dist_rows(out, "ITL", m.itl_ms);
+  section(out, "End-to-end Latency");
+  dist_rows(out, "E2EL", m.e2e_ms);
+  section(out, "Engine");
+  row(out, "Engine steps:", opt_str(m.num_steps));
+  row(out, "Peak running sequences:", opt_str(m.peak_running));
+  row(out, "Preemptions:", opt_str(m.num_preemptions));
+  row(out, "Mean KV utilization:", pct(m.kv_utilization_mean));
+  row(out, "Peak KV utilization:", pct(m.kv_utilization_peak));
+  out += std::string(50, '=') + "\n";
+  return out;
+}
+
+}  // namespace llmserve::bench

@@ -1,0 +1,283 @@
+#include "bench/timeline_svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace llmserve::bench {
+
+namespace {
+
+// Layout, in SVG user units (pixels).
+constexpr double kLeft = 80, kRight = 20, kTop = 44;
+constexpr double kPlotWidth = 1200;   // target width of the step columns
+constexpr double kPlotHeight = 520;   // target height of the request rows
+constexpr double kStripHeight = 56;   // each per-step strip
+constexpr double kGap = 26;           // between blocks
+
+const char* fill_of(CellState s) {
+  switch (s) {
+    case CellState::kWaiting: return "#d9d9d9";
+    case CellState::kStalled: return "#c9b3e6";
+    case CellState::kPrefill: return "#f28e2b";
+    case CellState::kDecode: return "#4e79a7";
+    case CellState::kPreempted: return "#e15759";
+    case CellState::kBlank: break;
+  }
+  return "none";
+}
+
+const char* name_of(CellState s) {
+  switch (s) {
+    case CellState::kWaiting: return "waiting";
+    case CellState::kStalled: return "admitted, not scheduled";
+    case CellState::kPrefill: return "prefill";
+    case CellState::kDecode: return "decode";
+    case CellState::kPreempted: return "preempted";
+    case CellState::kBlank: break;
+  }
+  return "";
+}
+
+bool valid_id(int64_t id, int64_t n) { return id >= 0 && id < n; }
+
+/// Marks the cells a step mentions; returns nothing, fills grid and first_seen.
+void mark_step(const StepRecord& step, int64_t s, TimelineGrid& g, std::vector<int64_t>& first) {
+  auto set = [&](int64_t r, CellState st, int32_t tokens) {
+    if (!valid_id(r, g.num_requests)) return;
+    const size_t i = static_cast<size_t>(r * g.num_steps + s);
+    g.cells[i] = st;
+    g.tokens[i] = tokens;
+    if (first[static_cast<size_t>(r)] < 0) first[static_cast<size_t>(r)] = s;
+  };
+  for (int64_t r : step.waiting) set(r, CellState::kWaiting, 0);
+  for (int64_t r : step.preempted) set(r, CellState::kPreempted, 0);
+  for (const StepRecord::Entry& e : step.scheduled)
+    set(e.request_id, e.is_prefill ? CellState::kPrefill : CellState::kDecode,
+        e.num_scheduled_tokens);
+}
+
+}  // namespace
+
+TimelineGrid build_timeline_grid(const RunResult& run) {
+  TimelineGrid g;
+  g.num_requests = static_cast<int64_t>(run.requests.size());
+  g.num_steps = static_cast<int64_t>(run.steps.size());
+  g.cells.assign(static_cast<size_t>(g.num_requests * g.num_steps), CellState::kBlank);
+  g.tokens.assign(g.cells.size(), 0);
+  std::vector<int64_t> first(static_cast<size_t>(g.num_requests), -1);
+  for (int64_t s = 0; s < g.num_steps; ++s) mark_step(run.steps[static_cast<size_t>(s)], s, g, first);
+  for (int64_t r = 0; r < g.num_requests; ++r) {
+    const int64_t from = first[static_cast<size_t>(r)];
+    if (from < 0) continue;
+    int64_t to = g.num_steps - 1;
+    if (static_cast<size_t>(r) < run.finish_step.size() && run.finish_step[static_cast<size_t>(r)] >= 0)
+      to = std::min(to, run.finish_step[static_cast<size_t>(r)]);
+    for (int64_t s = from; s <= to; ++s) {
+      CellState& c = g.cells[static_cast<size_t>(r * g.num_steps + s)];
+      if (c == CellState::kBlank) c = CellState::kStalled;
+    }
+  }
+  return g;
+}
+
+namespace {
+
+/// Geometry shared by the drawing helpers.
+struct Layout {
+  double cell_w = 1, row_h = 1;
+  double grid_h = 0, strip1_y = 0, strip2_y = 0, axis_y = 0, legend_y = 0;
+  double width = 0, height = 0;
+};
+
+Layout make_layout(int64_t num_requests, int64_t num_steps) {
+  Layout l;
+  l.cell_w = std::clamp(kPlotWidth / std::max<int64_t>(num_steps, 1), 0.2, 16.0);
+  l.row_h = std::clamp(kPlotHeight / std::max<int64_t>(num_requests, 1), 1.0, 16.0);
+  l.grid_h = l.row_h * static_cast<double>(num_requests);
+  l.strip1_y = kTop + l.grid_h + kGap;
+  l.strip2_y = l.strip1_y + kStripHeight + kGap;
+  l.axis_y = l.strip2_y + kStripHeight;
+  l.legend_y = l.axis_y + 40;
+  l.width = kLeft + l.cell_w * static_cast<double>(num_steps) + kRight + 160;
+  l.width = std::max(l.width, 900.0);
+  l.height = l.legend_y + 30;
+  return l;
+}
+
+/// One rect per run of equal cells in a row (prefill chunks and preemptions stay separate).
+void draw_row(std::string& out, const TimelineGrid& g, int64_t r, const Layout& l) {
+  const double y = kTop + l.row_h * static_cast<double>(r);
+  const double h = std::max(l.row_h - (l.row_h >= 4 ? 1.0 : 0.0), 0.5);
+  int64_t s = 0;
+  while (s < g.num_steps) {
+    const CellState st = g.at(r, s);
+    int64_t e = s + 1;
+    const bool mergeable = st != CellState::kPrefill && st != CellState::kPreempted;
+    while (mergeable && e < g.num_steps && g.at(r, e) == st) ++e;
+    if (st != CellState::kBlank) {
+      std::string title = fmt::format("request {}: {} at step {}", r, name_of(st), s);
+      if (st == CellState::kPrefill) title += fmt::format(" ({} tokens)", g.tokens_at(r, s));
+      else if (e - s > 1) title = fmt::format("request {}: {} steps {}-{}", r, name_of(st), s, e - 1);
+      const bool edge = st == CellState::kPrefill && l.cell_w >= 3;
+      out += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"{}>"
+          "<title>{}</title></rect>\n",
+          kLeft + l.cell_w * static_cast<double>(s), y, l.cell_w * static_cast<double>(e - s), h,
+          fill_of(st), edge ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "", title);
+    }
+    s = e;
+  }
+}
+
+void draw_row_labels(std::string& out, int64_t n, const Layout& l) {
+  const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(10.0 / l.row_h)));
+  for (int64_t r = 0; r < n; r += every)
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"9\" text-anchor=\"end\">"
+                       "req {}</text>\n",
+                       kLeft - 4, kTop + l.row_h * (static_cast<double>(r) + 0.5) + 3, r);
+}
+
+/// A per-step strip: a grey background per step, filled to value/limit in `color`.
+struct StripSegment {
+  double value;
+  const char* color;
+};
+
+void draw_strip(std::string& out, const RunResult& run, const Layout& l, double y,
+                const std::string& label, double limit,
+                const std::function<std::vector<StripSegment>(const StepRecord&)>& segments,
+                const std::function<std::string(const StepRecord&)>& title) {
+  const double w = l.cell_w * static_cast<double>(run.steps.size());
+  out += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" "
+                     "fill=\"#eeeeee\"/>\n", kLeft, y, w, kStripHeight);
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"11\">{}</text>\n", kLeft,
+                     y - 5, label);
+  for (size_t s = 0; s < run.steps.size(); ++s) {
+    double base = y + kStripHeight;
+    const std::string t = title(run.steps[s]);
+    for (const StripSegment& seg : segments(run.steps[s])) {
+      const double h = kStripHeight * std::clamp(seg.value / std::max(limit, 1.0), 0.0, 1.0);
+      if (h <= 0) continue;
+      base -= h;
+      out += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" "
+                         "fill=\"{}\"><title>step {}: {}</title></rect>\n",
+                         kLeft + l.cell_w * static_cast<double>(s), base, l.cell_w, h, seg.color,
+                         s, t);
+    }
+  }
+}
+
+void draw_strips(std::string& out, const RunResult& run, const Layout& l) {
+  const double seats = std::max(run.max_num_seqs, 1);
+  draw_strip(out, run, l, l.strip1_y,
+             fmt::format("seats used: scheduled sequences of max_num_seqs = {} (grey = idle)",
+                         run.max_num_seqs),
+             seats,
+             [](const StepRecord& s) {
+               return std::vector<StripSegment>{
+                   {static_cast<double>(s.scheduled.size()), "#59a14f"}};
+             },
+             [&](const StepRecord& s) {
+               return fmt::format("{} of {} seats", s.scheduled.size(), run.max_num_seqs);
+             });
+  draw_strip(out, run, l, l.strip2_y,
+             fmt::format("token budget used: prefill + decode tokens of max_num_batched_tokens = {}",
+                         run.max_num_batched_tokens),
+             std::max(run.max_num_batched_tokens, 1),
+             [](const StepRecord& s) {
+               return std::vector<StripSegment>{{static_cast<double>(s.num_decode_tokens), "#4e79a7"},
+                                                {static_cast<double>(s.num_prefill_tokens), "#f28e2b"}};
+             },
+             [&](const StepRecord& s) {
+               return fmt::format("{} prefill + {} decode tokens of {}", s.num_prefill_tokens,
+                                  s.num_decode_tokens, run.max_num_batched_tokens);
+             });
+}
+
+void draw_axis(std::string& out, const RunResult& run, const Layout& l) {
+  const int64_t n = static_cast<int64_t>(run.steps.size());
+  const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(70.0 / l.cell_w)));
+  for (int64_t s = 0; s < n; s += every) {
+    const double x = kLeft + l.cell_w * static_cast<double>(s);
+    const double t = run.steps[static_cast<size_t>(s)].start_time - run.start_time;
+    out += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{0:.2f}\" y2=\"{2:.2f}\" "
+                       "stroke=\"#999999\" stroke-width=\"0.5\"/>\n", x, l.axis_y, l.axis_y + 4);
+    out += fmt::format("<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"9\">{} ({:.2f} s)</text>\n",
+                       x, l.axis_y + 14, s, std::max(t, 0.0));
+  }
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"10\" text-anchor=\"end\">"
+                     "step (time)</text>\n", kLeft - 4, l.axis_y + 14);
+}
+
+void draw_legend(std::string& out, const Layout& l) {
+  const CellState states[] = {CellState::kPrefill, CellState::kDecode, CellState::kWaiting,
+                              CellState::kStalled, CellState::kPreempted};
+  double x = kLeft;
+  for (CellState st : states) {
+    out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
+                       x, l.legend_y, fill_of(st), x + 16, l.legend_y + 10, name_of(st));
+    x += 30 + 7.0 * static_cast<double>(std::string(name_of(st)).size());
+  }
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">blank = not arrived "
+                     "yet / finished; seat strip green = used seat</text>\n",
+                     x, l.legend_y + 10);
+}
+
+std::string escape_xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_timeline_svg(const RunResult& run, const std::string& title) {
+  const TimelineGrid g = build_timeline_grid(run);
+  const Layout l = make_layout(g.num_requests, g.num_steps);
+  std::string out = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
+      "viewBox=\"0 0 {0:.0f} {1:.0f}\" font-family=\"sans-serif\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n"
+      "<text x=\"{2:.1f}\" y=\"22\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n"
+      "<text x=\"{2:.1f}\" y=\"37\" font-size=\"10\">{4} requests (rows) x {5} engine steps "
+      "(columns)</text>\n",
+      l.width, l.height, kLeft, escape_xml(title), g.num_requests, g.num_steps);
+  out += fmt::format("<g class=\"requests\">\n");
+  for (int64_t r = 0; r < g.num_requests; ++r) {
+    out += fmt::format("<g class=\"row\" id=\"req-{}\">\n", r);
+    draw_row(out, g, r, l);
+    out += "</g>\n";
+  }
+  out += "</g>\n";
+  draw_row_labels(out, g.num_requests, l);
+  draw_strips(out, run, l);
+  draw_axis(out, run, l);
+  draw_legend(out, l);
+  out += "</svg>\n";
+  return out;
+}
+
+Status write_timeline_svg(const std::string& path, const RunResult& run, const std::string& title) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return NotFound("cannot write timeline file {}", path);
+  f << render_timeline_svg(run, title);
+  f.close();
+  if (!f) return NotFound("cannot write timeline file {}", path);
+  return Status::Ok();
+}
+
+}  // namespace llmserve::bench

@@ -1,0 +1,188 @@
+// llmserve bench: vLLM `bench serve`-style load test. `bench MODEL` drives the engine
+// in-process (and can draw the schedule with --timeline); `bench serve --url URL` sends the
+// same workload to an OpenAI-compatible server and measures client-side.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "bench/http_client.h"
+#include "bench/metrics.h"
+#include "bench/progress.h"
+#include "bench/runner.h"
+#include "bench/timeline_svg.h"
+#include "bench/workload.h"
+#include "cli/commands.h"
+#include "engine/llm_engine.h"
+#include "models/model_file.h"
+
+namespace llmserve::cli {
+
+namespace {
+
+Expected<double> parse_rate(const std::string& text) {
+  double rate = 0;
+  try {
+    size_t used = 0;
+    rate = std::stod(text, &used);
+    if (used != text.size()) rate = -1;
+  } catch (...) {
+    rate = -1;
+  }
+  if (!(rate > 0)) return InvalidArgument("--request-rate: '{}' is not a positive number or inf", text);
+  return rate;
+}
+
+/// The workload: random prompts over `vocab` or a dataset file (tokenized when `tokenizer`
+/// is given), with arrival offsets.
+Expected<std::vector<bench::BenchRequest>> make_workload(const BenchWorkloadFlags& f,
+                                                         uint64_t seed,
+                                                         const bench::VocabInfo& vocab,
+                                                         const Tokenizer* tokenizer) {
+  std::vector<bench::BenchRequest> reqs;
+  if (f.dataset == "random") {
+    bench::RandomDatasetOptions o{f.num_prompts, f.input_len, f.output_len, f.range_ratio, seed};
+    LLMS_ASSIGN_OR_RETURN(reqs, bench::make_random_dataset(o, vocab));
+  } else {
+    LLMS_ASSIGN_OR_RETURN(reqs, bench::load_dataset_file(f.dataset, tokenizer, f.num_prompts));
+  }
+  LLMS_ASSIGN_OR_RETURN(double rate, parse_rate(f.request_rate));
+  LLMS_RETURN_IF_ERROR(bench::assign_arrivals(reqs, {rate, f.burstiness, seed}));
+  return reqs;
+}
+
+void print_results(const bench::RunResult& run, bool json) {
+  const bench::BenchMetrics m = bench::compute_metrics(run);
+  if (json) std::cout << bench::metrics_to_json(m).dump() << std::endl;
+  else std::cout << bench::format_metrics_table(m, "Serving Benchmark Result") << std::flush;
+}
+
+/// Prints the first failed request's error on stderr (bench serve).
+void report_failures(const bench::RunResult& run) {
+  for (const bench::RequestRecord& r : run.requests) {
+    if (r.success) continue;
+    std::fprintf(stderr, "warning: request %lld failed: %s\n", static_cast<long long>(r.id),
+                 r.error.c_str());
+    return;
+  }
+}
+
+}  // namespace
+
+BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
+    : command_line_(std::move(command_line)) {
+  cmd_ = app.add_subcommand(
+      "bench", "Benchmark the engine in-process (MODEL) or a server (bench serve --url URL)");
+  add_engine_flags(*cmd_, config_, flags_);
+  // MODEL is needed only without the serve subcommand; run() checks it.
+  cmd_->get_option("model")->required(false);
+  add_workload_flags(*cmd_);
+  cmd_->add_option("--timeline", timeline_path_,
+                   "Write the schedule (requests x engine steps) as an SVG file");
+  cmd_->require_subcommand(0, 1);
+
+  serve_ = cmd_->add_subcommand(
+      "serve", "Send the workload to an OpenAI-compatible server (/v1/completions, streaming)");
+  add_workload_flags(*serve_);
+  serve_->add_option("--url", url_, "Server base URL, e.g. http://127.0.0.1:8000")->required();
+  serve_->add_option("--seed", config_.seed, "Seed of the dataset and arrivals")
+      ->capture_default_str();
+  serve_->add_option("--served-model-name", served_model_,
+                     "Model name to send (default: the first of GET /v1/models)");
+  serve_->add_option("--model-file", vocab_model_,
+                     "Model file whose vocabulary size bounds random prompt ids (default: "
+                     "--vocab-size)");
+  serve_->add_option("--vocab-size", vocab_size_, "Vocabulary size for random prompts")
+      ->capture_default_str();
+  serve_->add_option("--max-concurrency", max_concurrency_,
+                     "Requests in flight at once (0 = unbounded)")
+      ->capture_default_str();
+  serve_->add_option("--timeout", timeout_s_, "Per-request timeout in seconds")
+      ->capture_default_str();
+}
+
+void BenchCommand::add_workload_flags(CLI::App& app) {
+  BenchWorkloadFlags& f = workload_;
+  app.add_option("--num-prompts", f.num_prompts, "Number of requests")->capture_default_str();
+  app.add_option("--input-len", f.input_len, "Prompt tokens, BOS included (random dataset)")
+      ->capture_default_str();
+  app.add_option("--output-len", f.output_len, "Tokens to generate (random dataset)")
+      ->capture_default_str();
+  app.add_option("--range-ratio", f.range_ratio,
+                 "Lengths uniform in [L*(1-R), L*(1+R)], 0 <= R < 1")
+      ->capture_default_str();
+  app.add_option("--request-rate", f.request_rate,
+                 "Requests per second (gamma/Poisson arrivals), or inf = all at once")
+      ->capture_default_str();
+  app.add_option("--burstiness", f.burstiness,
+                 "Gamma shape of inter-arrival times: 1 = Poisson, < 1 burstier")
+      ->capture_default_str();
+  app.add_option("--dataset", f.dataset,
+                 "random, or a JSONL/JSON file of {\"prompt\": ..., \"output_len\": N}")
+      ->capture_default_str();
+  app.add_option("--temperature", f.temperature, "Sampling temperature (0 = greedy)")
+      ->capture_default_str();
+  app.add_flag("--json", f.json, "Print one JSON object instead of the table");
+}
+
+int BenchCommand::run() {
+  if (serve_->parsed()) return run_serve();
+  return run_in_process();
+}
+
+int BenchCommand::run_in_process() {
+  if (config_.model_path.empty())
+    return fail(InvalidArgument("bench: MODEL is required (or use `bench serve --url URL`)"));
+  if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  auto engine_or = LLMEngine::create(config_);
+  if (!engine_or.ok()) return fail(engine_or.status());
+  LLMEngine& engine = **engine_or;
+  const Tokenizer& tok = engine.tokenizer();
+  auto reqs = make_workload(workload_, config_.seed, bench::vocab_info(tok), &tok);
+  if (!reqs.ok()) return fail(reqs.status());
+
+  bench::ProgressBar bar;
+  bench::RunOptions opts;
+  opts.temperature = workload_.temperature;
+  opts.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
+  auto run = bench::run_in_process(engine, *reqs, opts);
+  bar.finish();
+  if (!run.ok()) return fail(run.status());
+  if (!timeline_path_.empty()) {
+    if (Status st = bench::write_timeline_svg(timeline_path_, *run, command_line_); !st.ok())
+      return fail(st);
+  }
+  print_results(*run, workload_.json);
+  return 0;
+}
+
+int BenchCommand::run_serve() {
+  bench::VocabInfo vocab;
+  vocab.vocab_size = vocab_size_;
+  vocab.special_ids = {0, 1, 2};  // <unk>, <s>, </s> in Llama/SentencePiece vocabularies
+  if (!vocab_model_.empty()) {
+    auto file = ModelFile::open(vocab_model_);
+    if (!file.ok()) return fail(file.status());
+    vocab.vocab_size = (*file)->config().vocab_size;
+  }
+  // Dataset files are sent as text; the server tokenizes and reports the prompt length.
+  auto reqs = make_workload(workload_, config_.seed, vocab, nullptr);
+  if (!reqs.ok()) return fail(reqs.status());
+
+  bench::ProgressBar bar;
+  bench::ServeOptions opts;
+  opts.url = url_;
+  opts.model = served_model_;
+  opts.temperature = workload_.temperature;
+  opts.max_concurrency = max_concurrency_;
+  opts.timeout_s = timeout_s_;
+  opts.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
+  auto run = bench::run_over_http(*reqs, opts);
+  bar.finish();
+  if (!run.ok()) return fail(run.status());
+  report_failures(*run);
+  print_results(*run, workload_.json);
+  return 0;
+}
+
+}  // namespace llmserve::cli
