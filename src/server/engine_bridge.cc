@@ -19,9 +19,9 @@ std::optional<RequestOutput> InflightRequest::next(const std::function<bool()>& 
   if (finished_) return std::nullopt;
   for (;;) {
     std::optional<RequestOutput> out = stream_->wait_next(kStreamPollSeconds);
+    if (out) metrics_.observe_output(&metrics_state_, *out);
     if (out && out->finished) {
       finished_ = true;
-      metrics_.record_finished(*out);
       return out;
     }
     // Ask at least every kStreamPollSeconds, also while outputs keep coming (a non-streaming
@@ -42,7 +42,7 @@ void InflightRequest::abort() {
   if (finished_) return;
   finished_ = true;
   engine_.abort(stream_->request_id());
-  metrics_.record_abort();
+  metrics_.record_abort(&metrics_state_);
 }
 
 }  // namespace llmserve

@@ -28,8 +28,9 @@ class InflightRequest {
 
   /// Blocks until the engine's next output for this request. At least every
   /// kStreamPollSeconds (with or without outputs) it calls `should_cancel`; when that returns
-  /// true the request is aborted and nullopt returned. A finished output is recorded in the
-  /// metrics. After the last output (or an abort) it returns nullopt at once.
+  /// true the request is aborted and nullopt returned. Every output received is fed to the
+  /// metrics (counters, inter-token gaps; the last one records the request). After the last
+  /// output (or an abort) it returns nullopt at once.
   std::optional<RequestOutput> next(const std::function<bool()>& should_cancel);
 
   /// Aborts the engine request unless it already finished. Idempotent.
@@ -42,6 +43,7 @@ class InflightRequest {
   AsyncEngine& engine_;
   ServerMetrics& metrics_;
   std::shared_ptr<RequestStream> stream_;
+  RequestMetricsState metrics_state_;
   bool finished_ = false;  // the engine sent the last output (or we aborted)
   double last_cancel_check_;  // now_seconds() of the last should_cancel call
 };

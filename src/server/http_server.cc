@@ -117,6 +117,7 @@ struct HttpServer::Impl {
 HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
     : engine(engine_in),
       config(std::move(config_in)),
+      metrics(engine_in.engine().max_model_len()),
       serving(engine_in, metrics,
               config.served_model_name.empty() ? engine_in.engine().served_model_name()
                                                : config.served_model_name) {

@@ -39,9 +39,24 @@ std::vector<double> ttft_buckets() {
           1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 }
 
-std::vector<double> e2e_latency_buckets() {
+std::vector<double> itl_buckets() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
+          0.75, 1.0,   2.5,  5.0,   7.5,  10.0, 20.0, 40.0, 80.0};
+}
+
+std::vector<double> request_latency_buckets() {
   return {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
           30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+std::vector<double> token_count_buckets(int64_t max_value) {
+  std::vector<double> bounds;
+  for (int64_t scale = 1;; scale *= 10) {
+    for (int64_t m : {1, 2, 5}) {
+      if (m * scale > max_value) return bounds;
+      bounds.push_back(static_cast<double>(m * scale));
+    }
+  }
 }
 
 std::string prometheus_number(double value) {
@@ -63,25 +78,87 @@ std::string prometheus_label_value(const std::string& value) {
   return out;
 }
 
-ServerMetrics::ServerMetrics() : ttft_(ttft_buckets()), e2e_(e2e_latency_buckets()) {}
+ServerMetrics::ServerMetrics(int64_t max_model_len)
+    : ttft_(ttft_buckets()),
+      itl_(itl_buckets()),
+      e2e_(request_latency_buckets()),
+      queue_(request_latency_buckets()),
+      prefill_(request_latency_buckets()),
+      decode_(request_latency_buckets()),
+      tpot_(itl_buckets()),
+      prompt_tokens_(token_count_buckets(max_model_len > 0 ? max_model_len : 65536)),
+      generation_tokens_(token_count_buckets(max_model_len > 0 ? max_model_len : 65536)) {}
 
-void ServerMetrics::record_finished(const RequestOutput& final_output) {
-  LLMS_CHECK(final_output.finished);
-  const RequestTiming& t = final_output.timing;
+void ServerMetrics::observe_output(RequestMetricsState* state, const RequestOutput& output) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (state->done) return;
+  if (output.num_output_tokens > state->seen_output_tokens) {  // new tokens
+    generation_tokens_total_ += output.num_output_tokens - state->seen_output_tokens;
+    if (!state->prompt_counted) {  // the prompt was processed: it produced a token
+      state->prompt_counted = true;
+      prompt_tokens_total_ += output.num_prompt_tokens;
+    }
+    const double t = output.timing.last_token_time;
+    if (state->seen_output_tokens > 0 && state->last_token_time > 0 && t > 0)
+      state->inter_token_gaps.push_back(std::max(0.0, t - state->last_token_time));
+    if (t > 0) state->last_token_time = t;
+    state->seen_output_tokens = output.num_output_tokens;
+  }
+  if (output.num_preemptions > state->seen_preemptions) {
+    num_preemptions_total_ += output.num_preemptions - state->seen_preemptions;
+    state->seen_preemptions = output.num_preemptions;
+  }
+  if (output.finished) record_finished_locked(state, output);
+}
+
+void ServerMetrics::record_finished_locked(RequestMetricsState* state,
+                                           const RequestOutput& final_output) {
+  state->done = true;
+  std::vector<double> gaps = std::move(state->inter_token_gaps);
+  state->inter_token_gaps.clear();
   switch (final_output.finish_reason) {
     case FinishReason::kStop: ++num_finished_stop_; break;
     case FinishReason::kLength: ++num_finished_length_; break;
     default: ++num_finished_abort_; return;  // no latencies for requests nobody waited for
   }
-  if (t.arrival_time <= 0) return;
-  if (t.first_token_time > 0) ttft_.observe(std::max(0.0, t.first_token_time - t.arrival_time));
-  if (t.finished_time > 0) e2e_.observe(std::max(0.0, t.finished_time - t.arrival_time));
+  for (double gap : gaps) itl_.observe(gap);
+  prompt_tokens_.observe(final_output.num_prompt_tokens);
+  generation_tokens_.observe(final_output.num_output_tokens);
+
+  const RequestTiming& t = final_output.timing;
+  auto interval = [](double from, double to) { return std::max(0.0, to - from); };
+  const bool arrived = t.arrival_time > 0, scheduled = t.first_scheduled_time > 0,
+             first_token = t.first_token_time > 0, finished = t.finished_time > 0;
+  if (arrived && scheduled) queue_.observe(interval(t.arrival_time, t.first_scheduled_time));
+  if (scheduled && first_token)
+    prefill_.observe(interval(t.first_scheduled_time, t.first_token_time));
+  if (first_token && finished) decode_.observe(interval(t.first_token_time, t.finished_time));
+  if (arrived && first_token) ttft_.observe(interval(t.arrival_time, t.first_token_time));
+  if (arrived && finished) e2e_.observe(interval(t.arrival_time, t.finished_time));
+  if (arrived && first_token && finished && final_output.num_output_tokens > 1) {
+    const double e2e = t.finished_time - t.arrival_time;
+    const double ttft = t.first_token_time - t.arrival_time;
+    tpot_.observe(std::max(0.0, e2e - ttft) / (final_output.num_output_tokens - 1));
+  }
+}
+
+void ServerMetrics::record_abort(RequestMetricsState* state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state->done) return;
+  state->done = true;
+  state->inter_token_gaps.clear();
+  ++num_finished_abort_;
+}
+
+void ServerMetrics::record_finished(const RequestOutput& final_output) {
+  LLMS_CHECK(final_output.finished);
+  RequestMetricsState state;
+  observe_output(&state, final_output);
 }
 
 void ServerMetrics::record_abort() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++num_finished_abort_;
+  RequestMetricsState state;
+  record_abort(&state);
 }
 
 namespace {
@@ -100,8 +177,9 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
   const std::string labels =
       fmt::format("model_name=\"{}\"", prometheus_label_value(model_name));
   std::string out;
-  out.reserve(8192);
+  out.reserve(32768);
 
+  // Engine gauges, from the snapshot.
   add_header("vllm:num_requests_running", "gauge",
              "Number of requests in model execution batches.", &out);
   add_sample("vllm:num_requests_running", labels, stats.num_running, &out);
@@ -111,20 +189,23 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
   add_header("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
              &out);
   add_sample("vllm:kv_cache_usage_perc", labels, stats.kv_cache_usage, &out);
+  add_header("llmserve:kv_utilization", "gauge",
+             "Tokens stored in the KV cache / token slots in allocated KV blocks (1 = no waste).",
+             &out);
+  add_sample("llmserve:kv_utilization", labels, stats.kv_utilization, &out);
 
+  std::lock_guard<std::mutex> lock(mu_);
   add_header("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", &out);
-  add_sample("vllm:prompt_tokens_total", labels, static_cast<double>(stats.prompt_tokens_total),
+  add_sample("vllm:prompt_tokens_total", labels, static_cast<double>(prompt_tokens_total_),
              &out);
   add_header("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
              &out);
   add_sample("vllm:generation_tokens_total", labels,
-             static_cast<double>(stats.generation_tokens_total), &out);
+             static_cast<double>(generation_tokens_total_), &out);
   add_header("vllm:num_preemptions_total", "counter",
              "Cumulative number of preemptions from the engine.", &out);
-  add_sample("vllm:num_preemptions_total", labels,
-             static_cast<double>(stats.num_preemptions_total), &out);
-
-  std::lock_guard<std::mutex> lock(mu_);
+  add_sample("vllm:num_preemptions_total", labels, static_cast<double>(num_preemptions_total_),
+             &out);
   add_header("vllm:request_success_total", "counter", "Count of finished requests by reason.",
              &out);
   const std::pair<const char*, int64_t> reasons[] = {
@@ -135,12 +216,32 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
                fmt::format("{},finished_reason=\"{}\"", labels, reason), static_cast<double>(n),
                &out);
 
-  add_header("vllm:time_to_first_token_seconds", "histogram",
-             "Histogram of time to first token in seconds.", &out);
-  ttft_.render("vllm:time_to_first_token_seconds", labels, &out);
-  add_header("vllm:e2e_request_latency_seconds", "histogram",
-             "Histogram of end to end request latency in seconds.", &out);
-  e2e_.render("vllm:e2e_request_latency_seconds", labels, &out);
+  const struct {
+    const char* name;
+    const char* help;
+    const Histogram* histogram;
+  } histograms[] = {
+      {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+       &ttft_},
+      {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &itl_},
+      {"vllm:time_per_output_token_seconds",
+       "Histogram of time per output token in seconds: (e2e - TTFT) / (output tokens - 1).",
+       &tpot_},
+      {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &e2e_},
+      {"vllm:request_queue_time_seconds",
+       "Histogram of time from arrival to first scheduling in seconds.", &queue_},
+      {"vllm:request_prefill_time_seconds",
+       "Histogram of time from first scheduling to first token in seconds.", &prefill_},
+      {"vllm:request_decode_time_seconds",
+       "Histogram of time from first token to finish in seconds.", &decode_},
+      {"vllm:request_prompt_tokens", "Number of prefill tokens processed.", &prompt_tokens_},
+      {"vllm:request_generation_tokens", "Number of generation tokens processed.",
+       &generation_tokens_},
+  };
+  for (const auto& h : histograms) {
+    add_header(h.name, "histogram", h.help, &out);
+    h.histogram->render(h.name, labels, &out);
+  }
   return out;
 }
 

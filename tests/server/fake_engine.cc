@@ -7,6 +7,14 @@
 
 namespace llmserve::testing {
 
+namespace {
+
+double cycled(const std::vector<double>& values, int64_t i) {
+  return values.empty() ? 0.0 : values[static_cast<size_t>(i) % values.size()];
+}
+
+}  // namespace
+
 std::vector<int32_t> FakeTokenizer::encode(std::string_view text, bool add_bos) const {
   std::vector<int32_t> ids;
   if (add_bos) ids.push_back(bos_id());
@@ -67,7 +75,9 @@ Status FakeEngine::add_request(int64_t request_id, EngineRequest request) {
   Seq seq;
   seq.id = request_id;
   for (int32_t id : request.prompt_token_ids) seq.prompt_sum += id;
-  seq.timing.arrival_time = request.arrival_time;
+  seq.ordinal = num_added_.load();
+  seq.timing.arrival_time =
+      options_.timing ? options_.timing->arrival_time : request.arrival_time;
   seq.req = std::move(request);
   waiting_.push_back(std::move(seq));
   ++num_added_;
@@ -94,8 +104,17 @@ void FakeEngine::abort_request(int64_t request_id) {
     out.finish_reason = FinishReason::kAbort;
     out.num_prompt_tokens = static_cast<int32_t>(seq.req.prompt_token_ids.size());
     out.num_output_tokens = seq.num_generated;
+    out.num_preemptions = seq.num_generated > 0 && options_.timing
+                              ? options_.timing->num_preemptions
+                              : 0;
     out.timing = seq.timing;
-    out.timing.finished_time = now_seconds();
+    if (!options_.timing) {
+      out.timing.finished_time = now_seconds();
+    } else {
+      const double last = seq.timing.last_token_time > 0 ? seq.timing.last_token_time
+                                                          : seq.timing.arrival_time;
+      out.timing.finished_time = last + options_.timing->finish_s;
+    }
     pending_aborts_.push_back(std::move(out));
     ++num_aborted_;
   };
@@ -116,7 +135,10 @@ bool FakeEngine::admit(Seq& seq) {
   num_free_blocks_ -= need;
   blocks_in_use_ += need;
   seq.num_blocks = need;
-  seq.timing.first_scheduled_time = now_seconds();
+  seq.timing.first_scheduled_time =
+      options_.timing
+          ? seq.timing.arrival_time + cycled(options_.timing->queue_s, seq.ordinal)
+          : now_seconds();
   totals_.prompt_tokens_total += static_cast<int64_t>(seq.req.prompt_token_ids.size());
   return true;
 }
@@ -131,7 +153,11 @@ bool FakeEngine::advance(Seq& seq, RequestOutput* out) {
                             : FakeTokenizer::byte_token(letter);
   ++seq.num_generated;
   ++totals_.generation_tokens_total;
-  const double now = now_seconds();
+  double now = now_seconds();
+  if (options_.timing) {
+    now = k == 0 ? seq.timing.first_scheduled_time + cycled(options_.timing->prefill_s, seq.ordinal)
+                 : seq.timing.last_token_time + cycled(options_.timing->itl_s, k - 1);
+  }
   if (k == 0) seq.timing.first_token_time = now;
   seq.timing.last_token_time = now;
 
@@ -166,7 +192,9 @@ bool FakeEngine::advance(Seq& seq, RequestOutput* out) {
   out->finish_reason = finish;
   out->num_prompt_tokens = static_cast<int32_t>(seq.req.prompt_token_ids.size());
   out->num_output_tokens = seq.num_generated;
-  if (out->finished) seq.timing.finished_time = now;
+  out->num_preemptions = options_.timing ? options_.timing->num_preemptions : 0;
+  if (out->finished)
+    seq.timing.finished_time = now + (options_.timing ? options_.timing->finish_s : 0.0);
   out->timing = seq.timing;
   return out->finished;
 }
@@ -180,6 +208,9 @@ std::vector<RequestOutput> FakeEngine::step() {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+  StepRecord record;
+  record.step_idx = totals_.num_steps;
+  record.start_time = now_seconds();
   std::vector<Seq> still_running;
   for (Seq& seq : running_) {
     const int32_t need =
@@ -192,6 +223,11 @@ std::vector<RequestOutput> FakeEngine::step() {
     num_free_blocks_ -= need;
     blocks_in_use_ += need;
     seq.num_blocks += need;
+    const bool is_prefill = seq.num_generated == 0;
+    const int32_t num_tokens =
+        is_prefill ? static_cast<int32_t>(seq.req.prompt_token_ids.size()) : 1;
+    record.scheduled.push_back({seq.id, num_tokens, is_prefill});
+    (is_prefill ? record.num_prefill_tokens : record.num_decode_tokens) += num_tokens;
     RequestOutput out;
     if (advance(seq, &out)) {
       release(seq);
@@ -203,6 +239,14 @@ std::vector<RequestOutput> FakeEngine::step() {
   }
   running_ = std::move(still_running);
   ++totals_.num_steps;
+  for (const Seq& seq : waiting_) record.waiting.push_back(seq.id);
+  const EngineStats now = stats();
+  record.end_time = now_seconds();
+  record.num_running = now.num_running;
+  record.num_waiting = now.num_waiting;
+  record.num_used_blocks = options_.num_blocks - num_free_blocks_;
+  record.kv_utilization = now.kv_utilization;
+  last_step_ = std::move(record);
   return outputs;
 }
 
@@ -217,6 +261,13 @@ EngineStats FakeEngine::stats() const {
   s.num_total_blocks = options_.num_blocks;
   s.num_free_blocks = num_free_blocks_;
   s.kv_cache_usage = 1.0 - static_cast<double>(num_free_blocks_) / options_.num_blocks;
+  // Tokens stored / slots in allocated blocks (the fake reserves one slot ahead per request).
+  int64_t tokens = 0;
+  for (const Seq& seq : running_)
+    tokens += static_cast<int64_t>(seq.req.prompt_token_ids.size()) + seq.num_generated;
+  const int64_t slots =
+      int64_t{options_.num_blocks - num_free_blocks_} * options_.block_size;
+  s.kv_utilization = slots > 0 ? static_cast<double>(tokens) / static_cast<double>(slots) : 0.0;
   return s;
 }
 

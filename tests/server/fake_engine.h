@@ -11,6 +11,8 @@
 // Every step generates one token for each running request (up to max_num_seqs run at once,
 // the rest wait). KV "blocks" are counted (ceil(tokens / block_size) per running request) so
 // tests can check that aborted requests give them back.
+// Timestamps come from the wall clock, or, with FakeEngineOptions::timing, from a script
+// (exact values for latency-metric tests).
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,19 @@ class FakeTokenizer : public Tokenizer {
   static int32_t byte_token(char c) { return static_cast<unsigned char>(c) + 3; }
 };
 
+/// A scripted engine clock. Each request's timestamps are fixed by the script instead of read
+/// from the wall clock, so latency metrics are exact (use binary fractions for exact sums).
+/// `queue_s` and `prefill_s` are indexed by the request's add order (0, 1, ...), `itl_s` by
+/// the token (gap k is between output tokens k and k + 1); each list wraps around.
+struct FakeTimingScript {
+  double arrival_time = 1024;       // every request's arrival_time (replaces the server's)
+  std::vector<double> queue_s{0};   // first_scheduled_time = arrival_time + queue_s
+  std::vector<double> prefill_s{0}; // first_token_time = first_scheduled_time + prefill_s
+  std::vector<double> itl_s{0};     // next token time = previous token time + itl_s
+  double finish_s = 0;              // finished_time = last token time + finish_s
+  int32_t num_preemptions = 0;      // num_preemptions reported from a request's first token on
+};
+
 struct FakeEngineOptions {
   std::string served_model_name = "fake-model";
   int32_t max_model_len = 256;
@@ -49,6 +65,8 @@ struct FakeEngineOptions {
   int32_t eos_after = 4;
   /// Simulated model time per step (so that clients can disconnect mid-generation).
   std::chrono::microseconds step_delay{0};
+  /// Scripted timestamps; unset = wall clock.
+  std::optional<FakeTimingScript> timing;
 };
 
 class FakeEngine : public LLMEngine {
@@ -60,6 +78,7 @@ class FakeEngine : public LLMEngine {
   void abort_request(int64_t request_id) override;
   std::vector<RequestOutput> step() override;
   bool has_unfinished_requests() const override;
+  const StepRecord& last_step() const override { return last_step_; }
   EngineStats stats() const override;
 
   const ModelConfig& model_config() const override { return model_config_; }
@@ -84,6 +103,7 @@ class FakeEngine : public LLMEngine {
     int32_t num_blocks = 0;
     std::string text;        // generated text so far (stop strings not yet cut)
     size_t num_emitted = 0;  // bytes of `text` already sent
+    int64_t ordinal = 0;     // add order, 0-based (indexes FakeTimingScript lists)
     RequestTiming timing;
   };
 
@@ -103,6 +123,7 @@ class FakeEngine : public LLMEngine {
   std::vector<RequestOutput> pending_aborts_;  // reported by the next step()
   int32_t num_free_blocks_;
   EngineStats totals_;
+  StepRecord last_step_;
 
   std::atomic<int32_t> blocks_in_use_{0};
   std::atomic<int64_t> num_aborted_{0};

@@ -7,6 +7,7 @@
 
 #include "../engine/reference_cases.h"
 #include "engine/llm_engine.h"
+#include "prometheus_text.h"
 #include "server_test_util.h"
 
 namespace llmserve::testing {
@@ -133,6 +134,78 @@ TEST_P(RealEngineHttp, TooLongRequestsAre400WithTheNumbers) {
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("9999"), std::string::npos) << r->body;
   EXPECT_EQ(gauge(ts, "vllm:kv_cache_usage_perc"), 0.0);
+}
+
+TEST_P(RealEngineHttp, MetricsCountEveryRequestAndToken) {
+  TestServer ts(stories_engine(GetParam(), /*num_kv_blocks=*/40), port0());
+  struct Ask {
+    const char* prompt;
+    int max_tokens;
+    bool stream;
+  };
+  const std::vector<Ask> asks = {{"Once upon a time", 30, false}, {"Lily", 1, false},
+                                 {"The cat", 12, true},           {"One day", 50, true},
+                                 {"Tom had a", 7, false},         {"She", 2, true}};
+  const int n = static_cast<int>(asks.size());
+  std::vector<int> prompt_tokens(n, -1), completion_tokens(n, -1);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < n; ++i) {
+    clients.emplace_back([&, i] {
+      json body = {{"prompt", asks[i].prompt}, {"max_tokens", asks[i].max_tokens},
+                   {"temperature", 0}, {"stream", asks[i].stream}};
+      json usage;
+      if (asks[i].stream) {
+        body["stream_options"] = {{"include_usage", true}};
+        StreamReply s = post_stream(ts, "/v1/completions", body);
+        ASSERT_EQ(s.status, 200);
+        ASSERT_FALSE(s.chunks.empty());
+        usage = s.chunks.back()["usage"];
+      } else {
+        auto r = ts.post("/v1/completions", body);
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        usage = json::parse(r->body)["usage"];
+      }
+      prompt_tokens[i] = usage["prompt_tokens"].get<int>();
+      completion_tokens[i] = usage["completion_tokens"].get<int>();
+    });
+  }
+  for (auto& t : clients) t.join();
+  int sum_prompt = 0, sum_completion = 0, num_multi = 0, num_gaps = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_GE(completion_tokens[i], 1) << i;
+    sum_prompt += prompt_tokens[i];
+    sum_completion += completion_tokens[i];
+    num_multi += completion_tokens[i] > 1;
+    num_gaps += completion_tokens[i] - 1;  // one token per engine output
+  }
+
+  auto r = ts.get("/metrics");
+  ASSERT_TRUE(r);
+  const PrometheusPage page = parse_prometheus_text(r->body);
+  ASSERT_TRUE(page.errors.empty()) << page.error_text() << r->body;
+  const std::string m = "{model_name=\"" + ts.server().served_model_name() + "\"}";
+  for (const char* h : {"vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
+                        "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
+                        "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens",
+                        "vllm:request_generation_tokens"}) {
+    EXPECT_EQ(page.value(std::string(h) + "_count" + m), n) << h;
+    EXPECT_GE(page.value(std::string(h) + "_sum" + m), 0) << h;
+  }
+  const std::string success = "vllm:request_success_total{model_name=\"" +
+                              ts.server().served_model_name() + "\",finished_reason=";
+  EXPECT_EQ(page.value(success + "\"stop\"}") + page.value(success + "\"length\"}"), n);
+  EXPECT_EQ(page.value(success + "\"abort\"}"), 0);
+  EXPECT_EQ(page.value("vllm:generation_tokens_total" + m), sum_completion);
+  EXPECT_EQ(page.value("vllm:request_generation_tokens_sum" + m), sum_completion);
+  EXPECT_EQ(page.value("vllm:prompt_tokens_total" + m), sum_prompt);
+  EXPECT_EQ(page.value("vllm:request_prompt_tokens_sum" + m), sum_prompt);
+  EXPECT_EQ(page.value("vllm:time_per_output_token_seconds_count" + m), num_multi);
+  EXPECT_EQ(page.value("vllm:inter_token_latency_seconds_count" + m), num_gaps);
+  EXPECT_GT(page.value("vllm:inter_token_latency_seconds_sum" + m), 0);
+  const double kv_util = page.value("llmserve:kv_utilization" + m);
+  EXPECT_GE(kv_util, 0.0);
+  EXPECT_LE(kv_util, 1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RealEngineHttp, ::testing::Values(false, true),
