@@ -17,6 +17,7 @@ constexpr double kPlotWidth = 1200;   // target width of the step columns
 constexpr double kPlotHeight = 520;   // target height of the request rows
 constexpr double kStripHeight = 56;   // each per-step strip
 constexpr double kGap = 26;           // between blocks
+constexpr double kTitleLine = 15;     // height of one title line
 
 const char* fill_of(CellState s) {
   switch (s) {
@@ -228,6 +229,28 @@ void draw_legend(std::string& out, const Layout& l) {
                      x, l.legend_y + 10);
 }
 
+/// Characters of a 12-px title line that fit in `width` pixels.
+size_t title_chars(double width) {
+  return static_cast<size_t>(std::max(40.0, (width - kLeft - kRight) / 7.0));
+}
+
+/// Splits `text` at spaces into lines of at most `max_chars` (longer words stay whole).
+std::vector<std::string> wrap_words(const std::string& text, size_t max_chars) {
+  std::vector<std::string> lines(1);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(pos, end - pos);
+    if (!lines.back().empty() && lines.back().size() + 1 + word.size() > max_chars)
+      lines.emplace_back();
+    if (!lines.back().empty()) lines.back() += ' ';
+    lines.back() += word;
+    pos = end + 1;
+  }
+  return lines;
+}
+
 std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -242,20 +265,34 @@ std::string escape_xml(const std::string& s) {
   return out;
 }
 
+void draw_title(std::string& out, const std::string& title, double width, int64_t num_requests,
+                int64_t num_steps) {
+  const std::vector<std::string> lines = wrap_words(title, title_chars(width));
+  double y = 20;
+  for (const std::string& line : lines) {
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" font-weight=\"bold\">"
+                       "{}</text>\n", kLeft, y, escape_xml(line));
+    y += kTitleLine;
+  }
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">{} requests (rows) x "
+                     "{} engine steps (columns)</text>\n", kLeft, y - 1, num_requests, num_steps);
+}
+
 }  // namespace
 
 std::string render_timeline_svg(const RunResult& run, const std::string& title) {
   const TimelineGrid g = build_timeline_grid(run);
   const Layout l = make_layout(g.num_requests, g.num_steps);
+  const std::vector<std::string> lines = wrap_words(title, title_chars(l.width));
+  const double extra = kTitleLine * static_cast<double>(lines.size() - 1);  // below line 1
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
       "viewBox=\"0 0 {0:.0f} {1:.0f}\" font-family=\"sans-serif\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n"
-      "<text x=\"{2:.1f}\" y=\"22\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n"
-      "<text x=\"{2:.1f}\" y=\"37\" font-size=\"10\">{4} requests (rows) x {5} engine steps "
-      "(columns)</text>\n",
-      l.width, l.height, kLeft, escape_xml(title), g.num_requests, g.num_steps);
+      "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n",
+      l.width, l.height + extra);
+  draw_title(out, title, l.width, g.num_requests, g.num_steps);
+  out += fmt::format("<g transform=\"translate(0 {:.1f})\">\n", extra);
   out += fmt::format("<g class=\"requests\">\n");
   for (int64_t r = 0; r < g.num_requests; ++r) {
     out += fmt::format("<g class=\"row\" id=\"req-{}\">\n", r);
@@ -267,7 +304,7 @@ std::string render_timeline_svg(const RunResult& run, const std::string& title) 
   draw_strips(out, run, l);
   draw_axis(out, run, l);
   draw_legend(out, l);
-  out += "</svg>\n";
+  out += "</g>\n</svg>\n";
   return out;
 }
 
