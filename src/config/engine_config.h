@@ -22,7 +22,25 @@ struct CacheConfig {
   Status validate() const;
 };
 
-enum class SchedulingPolicy { kFcfs };
+/// --scheduling-policy: admission order of waiting requests.
+enum class SchedulingPolicy {
+  kFcfs,      // arrival order
+  kPriority,  // lowest EngineRequest::priority first, ties by arrival (vLLM)
+};
+
+/// --batching: when requests may join a running batch.
+enum class BatchingMode {
+  kContinuous,  // iteration-level: join and leave at every step (Orca / vLLM)
+  kStatic,      // a batch of up to max_num_seqs runs until all members finish
+  kDynamic,     // like static, but launched when max_num_seqs wait or the oldest waited
+                // max_delay_ms (Triton's dynamic batcher)
+};
+
+/// --prefill-policy, when chunked prefill is off (continuous mode).
+enum class PrefillPolicy {
+  kPrefillFirst,  // a step with admissible waiting prompts runs only whole prefills
+  kMixed,         // whole prefills and running decodes share a step
+};
 
 struct SchedulerConfig {
   int32_t max_num_seqs = 128;              // --max-num-seqs: sequences running per step
@@ -30,6 +48,9 @@ struct SchedulerConfig {
   int32_t max_model_len = 0;               // --max-model-len: 0 = from the model
   bool enable_chunked_prefill = true;      // split prompts longer than the leftover budget
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  BatchingMode batching = BatchingMode::kContinuous;
+  double max_delay_ms = 10.0;              // --max-delay-ms (dynamic batching only)
+  PrefillPolicy prefill_policy = PrefillPolicy::kPrefillFirst;
   /// Check scheduler/KV invariants after every step (tests turn this on; cheap enough).
   bool check_invariants = false;
 

@@ -1,6 +1,7 @@
 #include "engine/async_engine.h"
 
 #include <chrono>
+#include <thread>
 
 namespace llmserve {
 
@@ -95,8 +96,14 @@ void AsyncEngine::loop() {
     }
     for (int64_t id : aborts) engine_->abort_request(id);
 
+    const int64_t steps_before = engine_->stats().num_steps;
     std::vector<RequestOutput> outputs = engine_->step();
     EngineStats stats = engine_->stats();
+    if (stats.num_steps == steps_before && outputs.empty()) {
+      // Work is queued but nothing could be scheduled (e.g. the dynamic batcher is waiting
+      // for its delay): do not spin on the engine lock.
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
     std::lock_guard<std::mutex> lock(mu_);
     stats_ = stats;
     for (auto& out : outputs) {

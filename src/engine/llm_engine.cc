@@ -50,6 +50,7 @@ class EngineCore final : public LLMEngine {
     return scheduler_->has_unfinished() || !pending_outputs_.empty();
   }
   EngineStats stats() const override;
+  const StepRecord& last_step() const override { return last_step_; }
   const ModelConfig& model_config() const override { return model_file_->config(); }
   const EngineConfig& config() const override { return config_; }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
@@ -58,6 +59,9 @@ class EngineCore final : public LLMEngine {
 
  private:
   RequestOutput make_output(Request& req, std::vector<int32_t> new_tokens);
+  void record_step(const SchedulerOutput& sched, const std::vector<uint8_t>& is_decode,
+                   double start_time);
+  double kv_utilization() const;
   void finish(Request& req, FinishReason reason);
 
   EngineConfig config_;
@@ -72,6 +76,7 @@ class EngineCore final : public LLMEngine {
   std::vector<RequestOutput> pending_outputs_;  // aborts reported by the next step()
   std::vector<std::pair<float, int32_t>> sample_scratch_;
   EngineStats counters_;
+  StepRecord last_step_;
 };
 
 Status EngineCore::init(const EngineConfig& config) {
@@ -195,12 +200,51 @@ RequestOutput EngineCore::make_output(Request& req, std::vector<int32_t> new_tok
   return out;
 }
 
+double EngineCore::kv_utilization() const {
+  const int64_t slots = int64_t{kv_->num_used_blocks()} * kv_->block_size();
+  if (slots == 0) return 0.0;
+  int64_t stored = 0;
+  for (const Request* r : scheduler_->running()) stored += r->num_computed_tokens;
+  return static_cast<double>(stored) / static_cast<double>(slots);
+}
+
+void EngineCore::record_step(const SchedulerOutput& sched, const std::vector<uint8_t>& is_decode,
+                             double start_time) {
+  StepRecord& rec = last_step_;
+  rec.step_idx = counters_.num_steps;
+  rec.start_time = start_time;
+  rec.end_time = now_seconds();
+  rec.scheduled.clear();
+  rec.num_prefill_tokens = rec.num_decode_tokens = 0;
+  for (size_t si = 0; si < sched.seqs.size(); ++si) {
+    const ScheduledSequence& s = sched.seqs[si];
+    (is_decode[si] ? rec.num_decode_tokens : rec.num_prefill_tokens) += s.num_scheduled_tokens;
+    rec.scheduled.push_back({s.request_id, s.num_scheduled_tokens, !is_decode[si]});
+  }
+  rec.preempted = scheduler_->last_preempted();
+  rec.waiting.clear();
+  for (const Request* r : scheduler_->waiting()) rec.waiting.push_back(r->request_id);
+  rec.num_running = scheduler_->num_running();
+  rec.num_waiting = scheduler_->num_waiting();
+  rec.num_used_blocks = kv_->num_used_blocks();
+  rec.kv_utilization = kv_utilization();
+}
+
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs;
   outputs.swap(pending_outputs_);
-  const SchedulerOutput sched = scheduler_->schedule(now_seconds());
+  const double start_time = now_seconds();
+  const SchedulerOutput sched = scheduler_->schedule(start_time);
   if (sched.empty()) return outputs;
   ++counters_.num_steps;
+  // Which scheduled sequences are decodes, decided before the step appends tokens.
+  std::vector<uint8_t> is_decode(sched.seqs.size());
+  for (size_t si = 0; si < sched.seqs.size(); ++si) {
+    const ScheduledSequence& s = sched.seqs[si];
+    const Request& req = *requests_.at(s.request_id);
+    is_decode[si] = s.num_scheduled_tokens == 1 && req.num_output_tokens() > 0 &&
+                    s.num_computed_tokens == req.num_tokens() - 1;
+  }
 
   const StepLogits& logits = runner_->execute(sched);
   const double now = now_seconds();
@@ -221,6 +265,7 @@ std::vector<RequestOutput> EngineCore::step() {
     outputs.push_back(make_output(req, {token}));
     if (req.is_finished()) requests_.erase(s.request_id);
   }
+  record_step(sched, is_decode, start_time);
   return outputs;
 }
 
@@ -232,6 +277,7 @@ EngineStats EngineCore::stats() const {
   s.num_free_blocks = kv_->num_free_blocks();
   s.kv_cache_usage = kv_->usage();
   s.num_preemptions_total = scheduler_->num_preemptions_total();
+  s.kv_utilization = kv_utilization();
   return s;
 }
 

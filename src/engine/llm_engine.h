@@ -43,6 +43,12 @@ class LLMEngine {
   virtual std::vector<RequestOutput> step() = 0;
 
   virtual bool has_unfinished_requests() const = 0;
+  /// What the most recent step() scheduled (empty record before the first step; engines
+  /// that do not record steps, such as test fakes, return an empty record).
+  virtual const StepRecord& last_step() const {
+    static const StepRecord kEmpty;
+    return kEmpty;
+  }
   virtual EngineStats stats() const = 0;
 
   virtual const ModelConfig& model_config() const = 0;

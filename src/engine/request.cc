@@ -11,6 +11,7 @@ Request::Request(int64_t id, EngineRequest req, const Tokenizer& tokenizer, uint
                       : default_seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(id))),
       detokenizer(tokenizer, token_ids.empty() ? -1 : token_ids.back()) {
   timing.arrival_time = req.arrival_time;
+  priority = req.priority;
 }
 
 }  // namespace llmserve

@@ -31,6 +31,8 @@ struct Request {
   std::mt19937_64 rng;               // private sampling RNG (seeded per request)
   RequestTiming timing;
   int32_t num_preemptions = 0;
+  int32_t priority = 0;       // lower runs first under SchedulingPolicy::kPriority
+  bool batch_member = false;  // static/dynamic batching: belongs to the current batch
 
   // Output processing: incremental detokenization and stop strings.
   IncrementalDetokenizer detokenizer;

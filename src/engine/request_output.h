@@ -19,6 +19,8 @@ struct EngineRequest {
   std::vector<int32_t> prompt_token_ids;  // BOS already included if wanted
   SamplingParams params;
   double arrival_time = 0;  // seconds, now_seconds() when the HTTP/CLI request arrived
+  /// --scheduling-policy priority: lower runs first, ties by arrival (vLLM semantics).
+  int32_t priority = 0;
 };
 
 /// Per-request timing, seconds on the now_seconds() clock (0 = not yet).
@@ -45,6 +47,27 @@ struct RequestOutput {
   RequestTiming timing;
 };
 
+/// What one engine step did (for the bench timeline and per-step metrics).
+struct StepRecord {
+  struct Entry {
+    int64_t request_id = 0;
+    int32_t num_scheduled_tokens = 0;
+    bool is_prefill = false;  // tokens of the known sequence being (re)computed, not a decode
+  };
+  int64_t step_idx = 0;
+  double start_time = 0, end_time = 0;  // seconds (now_seconds clock)
+  std::vector<Entry> scheduled;         // in schedule order
+  std::vector<int64_t> preempted;       // requests preempted while planning this step
+  std::vector<int64_t> waiting;         // requests left waiting after planning
+  int32_t num_prefill_tokens = 0;
+  int32_t num_decode_tokens = 0;
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_used_blocks = 0;
+  /// Tokens stored / token slots in allocated blocks, after this step (1 = no waste).
+  double kv_utilization = 0;
+};
+
 /// Engine-wide gauges for /metrics and logs.
 struct EngineStats {
   int32_t num_running = 0;
@@ -53,6 +76,8 @@ struct EngineStats {
   int32_t num_free_blocks = 0;
   /// Fraction of KV blocks in use (vllm:kv_cache_usage_perc, 0..1).
   double kv_cache_usage = 0;
+  /// Tokens stored / token slots in allocated blocks (internal fragmentation measure).
+  double kv_utilization = 0;
   int64_t num_preemptions_total = 0;
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;

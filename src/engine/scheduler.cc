@@ -1,18 +1,36 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/check.h"
 
 namespace llmserve {
+namespace {
+
+/// Priority-policy order: lower priority value first, then earlier arrival, then lower id.
+bool runs_before(const Request* a, const Request* b) {
+  return std::tie(a->priority, a->timing.arrival_time, a->request_id) <
+         std::tie(b->priority, b->timing.arrival_time, b->request_id);
+}
+
+}  // namespace
 
 Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len, KVCacheManager& kv)
     : config_(config), max_model_len_(max_model_len), kv_(kv) {}
 
-void Scheduler::add_request(Request* req) {
+void Scheduler::enqueue_waiting(Request* req, bool front) {
   req->status = RequestStatus::kWaiting;
-  waiting_.push_back(req);
+  if (config_.policy == SchedulingPolicy::kPriority) {
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), req, runs_before), req);
+  } else if (front) {
+    waiting_.push_front(req);
+  } else {
+    waiting_.push_back(req);
+  }
 }
+
+void Scheduler::add_request(Request* req) { enqueue_waiting(req, /*front=*/false); }
 
 void Scheduler::add_scheduled(SchedulerOutput& out, Request* req, int32_t num_new) {
   ScheduledSequence s;
@@ -32,10 +50,16 @@ void Scheduler::add_scheduled(SchedulerOutput& out, Request* req, int32_t num_ne
 void Scheduler::preempt(Request* req) {
   kv_.free(req->block_table);
   req->num_computed_tokens = 0;
-  req->status = RequestStatus::kWaiting;
   ++req->num_preemptions;
   ++num_preemptions_total_;
-  waiting_.push_front(req);
+  last_preempted_.push_back(req->request_id);
+  enqueue_waiting(req, /*front=*/true);
+}
+
+Request* Scheduler::pick_victim() const {
+  if (config_.policy == SchedulingPolicy::kPriority)
+    return *std::max_element(running_.begin(), running_.end(), runs_before);
+  return running_.back();  // most recently admitted
 }
 
 void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, bool& preempted) {
@@ -45,8 +69,11 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, bool& pr
     const int32_t num_new = std::min(req->num_tokens() - req->num_computed_tokens, budget);
     bool scheduled = true;
     while (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_new)) {
-      Request* victim = running_.back();  // most recently admitted
-      running_.pop_back();
+      Request* victim = pick_victim();
+      const auto pos = std::find(running_.begin(), running_.end(), victim);
+      // Requests before index i are already in this step's output: never take their blocks.
+      if (pos - running_.begin() < static_cast<std::ptrdiff_t>(i)) victim = req;
+      running_.erase(std::find(running_.begin(), running_.end(), victim));
       preempt(victim);
       preempted = true;
       if (victim == req) {
@@ -54,39 +81,80 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, bool& pr
         break;
       }
     }
-    if (!scheduled) break;
+    if (!scheduled) continue;  // running_[i] is now the next request
     add_scheduled(out, req, num_new);
     budget -= num_new;
     ++i;
   }
 }
 
-void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, double now) {
-  while (!waiting_.empty() && budget > 0 &&
+bool Scheduler::batch_active() const {
+  if (!running_.empty()) return true;
+  return std::any_of(waiting_.begin(), waiting_.end(),
+                     [](const Request* r) { return r->batch_member; });
+}
+
+void Scheduler::maybe_form_batch(double now) {
+  if (batch_active() || waiting_.empty()) return;
+  if (config_.batching == BatchingMode::kDynamic) {
+    double oldest = waiting_.front()->timing.arrival_time;
+    for (const Request* r : waiting_) oldest = std::min(oldest, r->timing.arrival_time);
+    const bool full = num_waiting() >= config_.max_num_seqs;
+    const bool timed_out = now - oldest >= config_.max_delay_ms / 1000.0;
+    if (!full && !timed_out) return;
+  }
+  int32_t n = 0;
+  for (Request* r : waiting_) {
+    if (n++ == config_.max_num_seqs) break;
+    r->batch_member = true;
+  }
+}
+
+int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, double now) {
+  const bool batched = config_.batching != BatchingMode::kContinuous;
+  if (batched) maybe_form_batch(now);
+  int32_t admitted = 0;
+  auto it = waiting_.begin();
+  while (it != waiting_.end() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-    Request* req = waiting_.front();
+    Request* req = *it;
+    if (batched && !req->batch_member) {
+      ++it;  // not part of the current batch: waits for the next one
+      continue;
+    }
     int32_t num_new = req->num_tokens() - req->num_computed_tokens;
     if (num_new > budget) {
       if (!config_.enable_chunked_prefill) break;  // whole prefills only
       num_new = budget;
     }
     if (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_new)) break;
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     req->status = RequestStatus::kRunning;
     if (req->timing.first_scheduled_time == 0) req->timing.first_scheduled_time = now;
     running_.push_back(req);
     add_scheduled(out, req, num_new);
     budget -= num_new;
+    ++admitted;
   }
+  return admitted;
 }
 
 SchedulerOutput Scheduler::schedule(double now) {
   SchedulerOutput out;
+  last_preempted_.clear();
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
-  schedule_running(out, budget, preempted);
-  // After a preemption the pool is known to be short: admit nobody new this step.
-  if (!preempted) schedule_waiting(out, budget, now);
+  const bool prefill_first = config_.batching == BatchingMode::kContinuous &&
+                             !config_.enable_chunked_prefill &&
+                             config_.prefill_policy == PrefillPolicy::kPrefillFirst;
+  if (prefill_first) {
+    // Whole prefills get the step to themselves; decodes run only when none can start.
+    if (schedule_waiting(out, budget, now) == 0) schedule_running(out, budget, preempted);
+  } else {
+    schedule_running(out, budget, preempted);
+    // After a preemption the pool is known to be short: admit nobody new this step.
+    if (!preempted) schedule_waiting(out, budget, now);
+  }
   if (config_.check_invariants) check_invariants(out);
   return out;
 }
@@ -100,6 +168,7 @@ void Scheduler::finish_request(Request* req, FinishReason reason) {
   kv_.free(req->block_table);
   req->status = RequestStatus::kFinished;
   req->finish_reason = reason;
+  req->batch_member = false;
 }
 
 void Scheduler::check_invariants(const SchedulerOutput& out) const {

@@ -1,10 +1,25 @@
 // Scheduler: decides, every step, which requests run and how many tokens each computes,
 // within the token budget (max_num_batched_tokens), max_num_seqs and the KV block pool.
-// Policy (vLLM V1, chunked prefill on): running requests first, in admission order (decodes
-// take 1 token, unfinished prefills continue); when the pool runs dry the most recently
-// admitted running request is preempted (blocks freed, requeued at the head of the waiting
-// queue, recomputed later). Then waiting requests are admitted FCFS while budget, seats and
-// blocks last; a prompt longer than the leftover budget is split into chunks.
+//
+// One accounting rule for every policy: a request's num_computed_tokens catches up with its
+// num_tokens() by the num_scheduled_tokens a step grants.
+//
+// Batching modes (SchedulerConfig::batching):
+//  - continuous (Orca, vLLM): requests join and leave at every step.
+//  - static: a batch of up to max_num_seqs waiting requests runs until all its members
+//    finish; only then is the next batch formed.
+//  - dynamic (Triton): like static, but a batch is launched only when max_num_seqs requests
+//    wait or the oldest has waited max_delay_ms.
+// Prefill/decode policies:
+//  - chunked prefill (default, vLLM V1): running requests first (decodes take 1 token,
+//    unfinished prefills continue), the leftover budget goes to waiting prompts, a prompt
+//    longer than what is left is split into chunks.
+//  - chunking off + prefill-first: a step that can admit waiting prompts runs only whole
+//    prefills; running decodes wait for the next step.
+//  - chunking off + mixed: whole prefills join the running decodes in one step.
+// Preemption (recompute): when a running request finds no free block, the victim (the most
+// recently admitted; under the priority policy the lowest-priority, latest-arrived) frees
+// its blocks and returns to the head of the waiting queue with num_computed_tokens = 0.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +38,12 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, int32_t max_model_len, KVCacheManager& kv);
 
-  /// Queues a new request (status kWaiting) at the tail of the waiting queue.
+  /// Queues a new request (status kWaiting): at the tail (FCFS) or by (priority, arrival).
   void add_request(Request* req);
 
-  /// Plans one step. The output borrows the requests' token ids and block tables; it stays
-  /// valid until the next call that changes a request. `now` stamps first_scheduled_time.
+  /// Plans one step at time `now` (seconds; stamps first_scheduled_time and drives the
+  /// dynamic batcher's delay). The output borrows the requests' token ids and block tables;
+  /// it stays valid until the next call that changes a request.
   SchedulerOutput schedule(double now);
 
   /// Removes a request from the queues, frees its blocks, marks it finished with `reason`.
@@ -37,6 +53,10 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   int64_t num_preemptions_total() const { return num_preemptions_total_; }
+  /// Requests preempted during the latest schedule() call.
+  const std::vector<int64_t>& last_preempted() const { return last_preempted_; }
+  const std::deque<Request*>& waiting() const { return waiting_; }
+  const std::vector<Request*>& running() const { return running_; }
 
   /// The per-step invariants (CHECK-fail on violation): scheduled tokens <= budget, running
   /// <= max_num_seqs, every scheduled block table covers computed + scheduled tokens, blocks
@@ -46,8 +66,16 @@ class Scheduler {
  private:
   /// Frees `req`'s blocks and puts it back at the head of the waiting queue.
   void preempt(Request* req);
+  /// The running request to preempt next (policy-dependent).
+  Request* pick_victim() const;
+  void enqueue_waiting(Request* req, bool front);
   void schedule_running(SchedulerOutput& out, int32_t& budget, bool& preempted);
-  void schedule_waiting(SchedulerOutput& out, int32_t& budget, double now);
+  /// Admits waiting requests (only batch members in static/dynamic mode). Returns how many.
+  int32_t schedule_waiting(SchedulerOutput& out, int32_t& budget, double now);
+  /// Static/dynamic: forms a new batch from the waiting queue when the previous one is done
+  /// (and, for dynamic, when it is full or the oldest request waited max_delay_ms).
+  void maybe_form_batch(double now);
+  bool batch_active() const;
   void add_scheduled(SchedulerOutput& out, Request* req, int32_t num_new);
 
   SchedulerConfig config_;
@@ -55,6 +83,7 @@ class Scheduler {
   KVCacheManager& kv_;
   std::vector<Request*> running_;  // admission order
   std::deque<Request*> waiting_;
+  std::vector<int64_t> last_preempted_;
   int64_t num_preemptions_total_ = 0;
 };
 
