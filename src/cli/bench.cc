@@ -36,7 +36,7 @@ Expected<double> parse_rate(const std::string& text) {
 /// The workload: random prompts over `vocab` or a dataset file (tokenized when `tokenizer`
 /// is given), with arrival offsets.
 Expected<std::vector<bench::BenchRequest>> make_workload(const BenchWorkloadFlags& f,
-                                                         uint64_t seed,
+                                                         bool num_prompts_given, uint64_t seed,
                                                          const bench::VocabInfo& vocab,
                                                          const Tokenizer* tokenizer) {
   std::vector<bench::BenchRequest> reqs;
@@ -44,7 +44,8 @@ Expected<std::vector<bench::BenchRequest>> make_workload(const BenchWorkloadFlag
     bench::RandomDatasetOptions o{f.num_prompts, f.input_len, f.output_len, f.range_ratio, seed};
     LLMS_ASSIGN_OR_RETURN(reqs, bench::make_random_dataset(o, vocab));
   } else {
-    LLMS_ASSIGN_OR_RETURN(reqs, bench::load_dataset_file(f.dataset, tokenizer, f.num_prompts));
+    LLMS_ASSIGN_OR_RETURN(reqs, bench::load_dataset_file(f.dataset, tokenizer,
+                                                         num_prompts_given ? f.num_prompts : 0));
   }
   LLMS_ASSIGN_OR_RETURN(double rate, parse_rate(f.request_rate));
   LLMS_RETURN_IF_ERROR(bench::assign_arrivals(reqs, {rate, f.burstiness, seed}));
@@ -103,7 +104,11 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
 
 void BenchCommand::add_workload_flags(CLI::App& app) {
   BenchWorkloadFlags& f = workload_;
-  app.add_option("--num-prompts", f.num_prompts, "Number of requests")->capture_default_str();
+  num_prompts_opts_.push_back(
+      app.add_option("--num-prompts", f.num_prompts,
+                     "Number of requests (a --dataset file: default all its entries; more "
+                     "cycles through them)")
+          ->capture_default_str());
   app.add_option("--input-len", f.input_len, "Prompt tokens, BOS included (random dataset)")
       ->capture_default_str();
   app.add_option("--output-len", f.output_len, "Tokens to generate (random dataset)")
@@ -125,6 +130,12 @@ void BenchCommand::add_workload_flags(CLI::App& app) {
   app.add_flag("--json", f.json, "Print one JSON object instead of the table");
 }
 
+bool BenchCommand::num_prompts_given() const {
+  for (const CLI::Option* o : num_prompts_opts_)
+    if (o->count() > 0) return true;
+  return false;
+}
+
 int BenchCommand::run() {
   if (serve_->parsed()) return run_serve();
   return run_in_process();
@@ -138,7 +149,8 @@ int BenchCommand::run_in_process() {
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;
   const Tokenizer& tok = engine.tokenizer();
-  auto reqs = make_workload(workload_, config_.seed, bench::vocab_info(tok), &tok);
+  auto reqs =
+      make_workload(workload_, num_prompts_given(), config_.seed, bench::vocab_info(tok), &tok);
   if (!reqs.ok()) return fail(reqs.status());
 
   bench::ProgressBar bar;
@@ -166,7 +178,7 @@ int BenchCommand::run_serve() {
     vocab.vocab_size = (*file)->config().vocab_size;
   }
   // Dataset files are sent as text; the server tokenizes and reports the prompt length.
-  auto reqs = make_workload(workload_, config_.seed, vocab, nullptr);
+  auto reqs = make_workload(workload_, num_prompts_given(), config_.seed, vocab, nullptr);
   if (!reqs.ok()) return fail(reqs.status());
 
   bench::ProgressBar bar;

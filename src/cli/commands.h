@@ -88,6 +88,8 @@ class BenchCommand {
 
  private:
   void add_workload_flags(CLI::App& app);
+  /// Whether --num-prompts appeared on the command line (bench or bench serve).
+  bool num_prompts_given() const;
   int run_in_process();
   int run_serve();
 
@@ -97,6 +99,7 @@ class BenchCommand {
   EngineConfig config_;
   EngineFlagValues flags_;
   BenchWorkloadFlags workload_;
+  std::vector<CLI::Option*> num_prompts_opts_;  // --num-prompts of bench and bench serve
   std::string timeline_path_;
   // bench serve
   std::string url_;
