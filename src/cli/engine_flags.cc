@@ -26,6 +26,24 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
                c.scheduler.enable_chunked_prefill,
                "Split prompts longer than the step's leftover token budget (default: on)");
+  app.add_option("--batching", v.batching,
+                 "continuous (join/leave every step), static (a batch runs to completion) or "
+                 "dynamic (static, launched when --max-num-seqs wait or after --max-delay-ms)")
+      ->check(CLI::IsMember({"continuous", "static", "dynamic"}))
+      ->capture_default_str();
+  app.add_option("--max-delay-ms", c.scheduler.max_delay_ms,
+                 "Dynamic batching: launch a batch once the oldest request waited this long")
+      ->capture_default_str();
+  app.add_option("--prefill-policy", v.prefill_policy,
+                 "Without chunked prefill: prefill-first (prompts get whole steps) or mixed "
+                 "(whole prompts join running decodes)")
+      ->check(CLI::IsMember({"prefill-first", "mixed"}))
+      ->capture_default_str();
+  app.add_option("--scheduling-policy", v.scheduling_policy,
+                 "fcfs (arrival order) or priority (request 'priority', lower first, then "
+                 "arrival)")
+      ->check(CLI::IsMember({"fcfs", "priority"}))
+      ->capture_default_str();
   app.add_option("--block-size", c.cache.block_size, "Tokens per KV cache block")
       ->capture_default_str();
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
@@ -72,6 +90,13 @@ Expected<int64_t> parse_bytes(const std::string& text) {
 
 Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v) {
   init_logging(v.log_level);
+  c.scheduler.batching = v.batching == "static"    ? BatchingMode::kStatic
+                         : v.batching == "dynamic" ? BatchingMode::kDynamic
+                                                   : BatchingMode::kContinuous;
+  c.scheduler.prefill_policy =
+      v.prefill_policy == "mixed" ? PrefillPolicy::kMixed : PrefillPolicy::kPrefillFirst;
+  c.scheduler.policy =
+      v.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   if (!v.kv_cache_memory.empty()) {
     LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_memory_bytes, parse_bytes(v.kv_cache_memory));
   }

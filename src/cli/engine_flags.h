@@ -14,7 +14,9 @@ namespace llmserve::cli {
 struct EngineFlagValues {
   std::string kv_cache_memory;  // "2147483648", "512MiB", "2GiB", "1.5G"
   std::string log_level = "info";
-  bool no_chunked_prefill = false;
+  std::string batching = "continuous";
+  std::string prefill_policy = "prefill-first";
+  std::string scheduling_policy = "fcfs";
 };
 
 /// Adds MODEL (positional) and every engine flag to `app`.

@@ -20,6 +20,8 @@ Status SchedulerConfig::validate() const {
   if (max_num_batched_tokens < 1)
     return InvalidArgument("--max-num-batched-tokens must be >= 1, got {}",
                            max_num_batched_tokens);
+  if (!(max_delay_ms >= 0) || max_delay_ms > 3.6e6)
+    return InvalidArgument("--max-delay-ms must be in [0, 3600000], got {}", max_delay_ms);
   if (max_model_len < 0)
     return InvalidArgument("--max-model-len must be >= 1, got {}", max_model_len);
   if (!enable_chunked_prefill && max_model_len > max_num_batched_tokens)

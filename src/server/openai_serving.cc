@@ -79,6 +79,7 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
       parsed.prompt_text ? engine_.engine().tokenizer().encode(*parsed.prompt_text, true)
                          : std::move(parsed.prompt_token_ids);
   gen.request.params = std::move(parsed.options.params);
+  gen.request.priority = parsed.options.priority;
   if (auto err = finish_params(parsed.options.max_tokens, kDefaultCompletionMaxTokens,
                                &gen.request.params))
     return set_error_response(*err, res);
@@ -104,6 +105,7 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
       render_builtin_chat_template(parsed.messages, parsed.add_generation_prompt);
   gen.request.prompt_token_ids = engine_.engine().tokenizer().encode(prompt, /*add_bos=*/true);
   gen.request.params = std::move(parsed.options.params);
+  gen.request.priority = parsed.options.priority;
   // Like vLLM: without max_tokens a chat reply may use the rest of the context window, here
   // also capped by what the whole KV pool can hold.
   const LLMEngine& e = engine_.engine();

@@ -149,6 +149,12 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
       return err;
   }
   if (auto err = read_bool(body, "ignore_eos", &p.ignore_eos)) return err;
+  if (const json* prio = find_field(body, "priority")) {
+    std::optional<int64_t> v = as_int64(*prio);
+    if (!v || *v < INT32_MIN || *v > INT32_MAX)
+      return type_error("priority", "a 32-bit integer", *prio, "priority");
+    out->priority = static_cast<int32_t>(*v);
+  }
 
   if (auto err = read_int32(body, "max_tokens", &out->max_tokens)) return err;
   if (chat) {

@@ -26,6 +26,7 @@ struct GenerationOptions {
   std::optional<int32_t> max_tokens;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int32_t priority = 0;        // --scheduling-policy priority: lower runs first
 };
 
 /// POST /v1/completions. Exactly one of prompt_text / prompt_token_ids holds the prompt.

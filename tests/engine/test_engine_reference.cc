@@ -170,6 +170,36 @@ TEST_P(EngineReference, TextMatchesRunC) {
   EXPECT_EQ(rc.prompt + text, rc.text);
 }
 
+TEST_P(EngineReference, EveryBatchingModeAndPolicyKeepsGreedyOutputs) {
+  const auto cases = load_reference_cases();
+  struct Variant {
+    const char* name;
+    void (*apply)(SchedulerConfig&);
+  };
+  const Variant variants[] = {
+      {"static", [](SchedulerConfig& s) { s.batching = BatchingMode::kStatic; s.max_num_seqs = 4; }},
+      {"dynamic", [](SchedulerConfig& s) { s.batching = BatchingMode::kDynamic; s.max_num_seqs = 3; s.max_delay_ms = 0; }},
+      {"prefill-first", [](SchedulerConfig& s) { s.enable_chunked_prefill = false; s.max_num_batched_tokens = 512; }},
+      {"mixed", [](SchedulerConfig& s) { s.enable_chunked_prefill = false; s.max_num_batched_tokens = 512; s.prefill_policy = PrefillPolicy::kMixed; }},
+      {"priority", [](SchedulerConfig& s) { s.policy = SchedulingPolicy::kPriority; s.max_num_seqs = 2; }},
+  };
+  for (const Variant& v : variants) {
+    EngineConfig c = base_config();
+    v.apply(c.scheduler);
+    c.cache.block_size = 4;
+    c.cache.num_kv_blocks = 150;  // tight enough to preempt in several modes
+    auto e = make_engine(c);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EngineRequest r = greedy_request(cases[i]);
+      r.priority = static_cast<int32_t>(cases.size() - i);  // reverse order under priority
+      ASSERT_TRUE(e->add_request(static_cast<int64_t>(i), r).ok()) << v.name;
+    }
+    SCOPED_TRACE(v.name);
+    expect_matches(cases, run_to_completion(*e));
+    expect_all_blocks_free(*e);
+  }
+}
+
 TEST_P(EngineReference, StopStringEndsGenerationAndIsExcluded) {
   auto e = make_engine(base_config());
   const auto cases = load_reference_cases();

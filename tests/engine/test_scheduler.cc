@@ -26,10 +26,12 @@ struct Harness {
   explicit Harness(SchedulerConfig cfg, int32_t num_blocks, int32_t block_size)
       : kv(num_blocks, block_size), sched((cfg.check_invariants = true, cfg), 1000, kv) {}
 
-  Request* add(int32_t prompt_len, int32_t max_tokens) {
+  Request* add(int32_t prompt_len, int32_t max_tokens, double arrival = 0, int32_t priority = 0) {
     EngineRequest r;
     r.prompt_token_ids.assign(prompt_len, 5);
     r.params.max_tokens = max_tokens;
+    r.arrival_time = arrival;
+    r.priority = priority;
     reqs.push_back(std::make_unique<Request>(static_cast<int64_t>(reqs.size()), r, tok, 0));
     sched.add_request(reqs.back().get());
     return reqs.back().get();
@@ -37,7 +39,7 @@ struct Harness {
 
   /// Runs one step and returns its row, e.g. "P4 D  .".
   std::string step() {
-    SchedulerOutput out = sched.schedule(1.0);
+    SchedulerOutput out = sched.schedule(now);
     std::vector<std::string> cells(reqs.size(), ".");
     for (const auto& s : out.seqs) {
       Request* r = reqs[s.request_id].get();
@@ -61,6 +63,7 @@ struct Harness {
     return table;
   }
 
+  double now = 1.0;  // scripted clock (seconds) passed to schedule()
   NullTokenizer tok;
   KVCacheManager kv;
   Scheduler sched;
@@ -97,15 +100,108 @@ TEST(Scheduler, ChunkedPrefillSplitsLongPromptAndDecodesGoFirst) {
   EXPECT_FALSE(h.sched.has_unfinished());
 }
 
-TEST(Scheduler, NoChunkingWaitsForWholePrefillToFit) {
+TEST(Scheduler, MixedPolicyRunsWholePrefillsBesideDecodes) {
   SchedulerConfig cfg;
   cfg.max_num_batched_tokens = 8;
   cfg.max_model_len = 8;
   cfg.enable_chunked_prefill = false;
+  cfg.prefill_policy = PrefillPolicy::kMixed;
   Harness h(cfg, 100, 4);
   h.add(5, 2);
-  h.add(5, 1);  // does not fit beside r0's prefill (5 + 5 > 8)
+  h.add(5, 1);  // does not fit beside r0's prefill (5 + 5 > 8): waits whole, then joins
   EXPECT_EQ(h.run(3), "P5 .\nD P5\n. .\n");
+}
+
+TEST(Scheduler, PrefillFirstPausesDecodesWhileAPromptCanStart) {
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 8;
+  cfg.max_model_len = 8;
+  cfg.enable_chunked_prefill = false;  // prefill-first is the default policy then
+  Harness h(cfg, 100, 4);
+  h.add(5, 3);
+  h.add(5, 1);
+  EXPECT_EQ(h.run(4),
+            "P5 .\n"   // r1 does not fit beside r0's prefill
+            ". P5\n"   // r1's prefill takes the step; r0's decode waits
+            "D .\n"
+            "D .\n");
+}
+
+TEST(Scheduler, StaticBatchRunsToCompletionBeforeAdmittingMore) {
+  SchedulerConfig cfg;
+  cfg.batching = BatchingMode::kStatic;
+  cfg.max_num_seqs = 2;
+  Harness h(cfg, 100, 4);
+  h.add(2, 1);  // r0 finishes after its prefill: its seat stays idle
+  h.add(2, 3);
+  h.add(2, 1);  // r2 must wait for the whole batch {r0, r1}
+  EXPECT_EQ(h.run(4),
+            "P2 P2 .\n"
+            ". D .\n"
+            ". D .\n"
+            ". . P2\n");
+}
+
+TEST(Scheduler, ContinuousFillsTheSeatStaticLeavesIdle) {
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 2;
+  Harness h(cfg, 100, 4);
+  h.add(2, 1);
+  h.add(2, 3);
+  h.add(2, 1);
+  EXPECT_EQ(h.run(3), "P2 P2 .\n. D P2\n. D .\n");
+}
+
+TEST(Scheduler, DynamicBatchLaunchesWhenFullOrOldestWaitedMaxDelay) {
+  SchedulerConfig cfg;
+  cfg.batching = BatchingMode::kDynamic;
+  cfg.max_num_seqs = 3;
+  cfg.max_delay_ms = 100;
+  Harness h(cfg, 100, 4);
+  h.now = 10.0;
+  h.add(2, 1, /*arrival=*/10.0);
+  h.add(2, 1, /*arrival=*/10.02);
+  EXPECT_EQ(h.step(), ". .");     // 2 < max_num_seqs waiting, oldest waited 0 ms
+  h.now = 10.05;
+  EXPECT_EQ(h.step(), ". .");     // 50 ms < 100 ms
+  h.now = 10.125;
+  EXPECT_EQ(h.step(), "P2 P2");   // the oldest has waited >= 100 ms: launch with two
+  h.add(2, 1, 10.13);
+  h.add(2, 1, 10.13);
+  h.add(2, 1, 10.13);
+  h.now = 10.13;
+  EXPECT_EQ(h.step(), ". . P2 P2 P2");  // three waiting == max_num_seqs: launch at once
+  EXPECT_FALSE(h.sched.has_unfinished());
+}
+
+TEST(Scheduler, PriorityPolicyAdmitsLowestValueFirstTiesByArrival) {
+  SchedulerConfig cfg;
+  cfg.policy = SchedulingPolicy::kPriority;
+  cfg.max_num_seqs = 1;
+  Harness h(cfg, 100, 4);
+  h.add(1, 1, /*arrival=*/1.0, /*priority=*/5);
+  h.add(1, 1, 2.0, 0);
+  h.add(1, 1, 3.0, 0);
+  h.add(1, 1, 0.5, 9);
+  EXPECT_EQ(h.run(4),
+            ". P1 . .\n"
+            ". . P1 .\n"
+            "P1 . . .\n"
+            ". . . P1\n");
+}
+
+TEST(Scheduler, PriorityPolicyPreemptsTheLowestPriority) {
+  SchedulerConfig cfg;
+  cfg.policy = SchedulingPolicy::kPriority;
+  Harness h(cfg, /*num_blocks=*/2, /*block_size=*/2);
+  h.add(2, 3, 1.0, /*priority=*/9);  // r0: admitted first, least important
+  h.add(2, 3, 2.0, /*priority=*/1);  // r1
+  EXPECT_EQ(h.step(), "P2 P2");      // one block each
+  // Both need a 2nd block; the pool is dry. r0 (priority 9) is preempted although it was
+  // admitted first, and r1 takes its block.
+  EXPECT_EQ(h.step(), ". D");
+  EXPECT_EQ(h.reqs[0]->num_preemptions, 1);
+  EXPECT_EQ(h.reqs[1]->num_preemptions, 0);
 }
 
 TEST(Scheduler, MaxNumSeqsBoundsTheBatch) {

@@ -229,3 +229,19 @@ TEST(Protocol, DeeplyNestedBodiesAreRejectedNotCrashing) {
 
 }  // namespace
 }  // namespace llmserve
+
+namespace llmserve {
+namespace {
+
+TEST(Protocol, PriorityFieldIsReadAndTypeChecked) {
+  CompletionRequest req;
+  ASSERT_FALSE(parse_completion_request(nlohmann::json{{"prompt", "x"}, {"priority", -3}}, &req));
+  EXPECT_EQ(req.options.priority, -3);
+  CompletionRequest bad;
+  auto err = parse_completion_request(nlohmann::json{{"prompt", "x"}, {"priority", "high"}}, &bad);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->param, "priority");
+}
+
+}  // namespace
+}  // namespace llmserve
