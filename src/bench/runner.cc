@@ -88,8 +88,15 @@ Status InProcessRun::admit_arrived(double now) {
 }
 
 void InProcessRun::step_once() {
+  const int64_t steps_before = engine_.stats().num_steps;
   std::vector<RequestOutput> outputs = engine_.step();
-  result_.steps.push_back(engine_.last_step());
+  if (engine_.stats().num_steps != steps_before) {
+    result_.steps.push_back(engine_.last_step());
+  } else if (outputs.empty()) {
+    // Work is queued but nothing was schedulable (the dynamic batcher is waiting out its
+    // delay): yield briefly instead of spinning.
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   for (const RequestOutput& o : outputs) record(o);
 }
 
