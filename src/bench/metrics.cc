@@ -63,6 +63,35 @@ LatencySamples collect_latencies(const RunResult& run) {
   return s;
 }
 
+void add_step_limits(const RunResult& run, BenchMetrics& m) {
+  StepLimits prefill, decode;
+  std::vector<double> contiguous;
+  for (const StepRecord& s : run.steps) {
+    StepLimits& l = s.num_prefill_tokens > 0 ? prefill : decode;
+    const int32_t tokens = s.num_prefill_tokens + s.num_decode_tokens;
+    ++l.num_steps;
+    l.budget_bound_frac += tokens >= run.max_num_batched_tokens ? 1 : 0;
+    l.seqs_bound_frac += s.num_running >= run.max_num_seqs ? 1 : 0;
+    l.mean_tokens += tokens;
+    l.mean_running += s.num_running;
+    if (s.num_running > 0 && run.max_model_len > 0) {
+      const double stored = s.kv_utilization * s.num_used_blocks * run.block_size;
+      contiguous.push_back(stored / (double(s.num_running) * run.max_model_len));
+    }
+  }
+  for (StepLimits* l : {&prefill, &decode}) {
+    if (l->num_steps == 0) continue;
+    const double n = static_cast<double>(l->num_steps);
+    l->budget_bound_frac /= n;
+    l->seqs_bound_frac /= n;
+    l->mean_tokens /= n;
+    l->mean_running /= n;
+  }
+  m.prefill_steps = prefill;
+  m.decode_steps = decode;
+  m.contiguous_utilization_mean = mean(contiguous);
+}
+
 void add_engine_metrics(const RunResult& run, BenchMetrics& m) {
   int64_t preemptions = 0;
   for (const RequestRecord& r : run.requests) preemptions += r.num_preemptions;
@@ -77,6 +106,7 @@ void add_engine_metrics(const RunResult& run, BenchMetrics& m) {
   m.kv_utilization_peak = util.empty() ? 0.0 : *std::max_element(util.begin(), util.end());
   m.peak_running = peak_running;
   m.num_steps = static_cast<int64_t>(run.steps.size());
+  add_step_limits(run, m);
 }
 
 }  // namespace
@@ -119,6 +149,15 @@ nlohmann::json opt_json(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+nlohmann::json limits_json(const std::optional<StepLimits>& l) {
+  if (!l) return nullptr;
+  return {{"num_steps", l->num_steps},
+          {"budget_bound_frac", l->budget_bound_frac},
+          {"seqs_bound_frac", l->seqs_bound_frac},
+          {"mean_tokens", l->mean_tokens},
+          {"mean_running", l->mean_running}};
+}
+
 }  // namespace
 
 nlohmann::json metrics_to_json(const BenchMetrics& m) {
@@ -138,6 +177,9 @@ nlohmann::json metrics_to_json(const BenchMetrics& m) {
           {"kv_utilization_mean", opt_json(m.kv_utilization_mean)},
           {"kv_utilization_peak", opt_json(m.kv_utilization_peak)},
           {"peak_running", opt_json(m.peak_running)},
+          {"contiguous_utilization_mean", opt_json(m.contiguous_utilization_mean)},
+          {"prefill_steps", limits_json(m.prefill_steps)},
+          {"decode_steps", limits_json(m.decode_steps)},
           {"num_steps", opt_json(m.num_steps)}};
 }
 
@@ -191,6 +233,7 @@ std::string format_metrics_table(const BenchMetrics& m, const std::string& title
   row(out, "Preemptions:", opt_str(m.num_preemptions));
   row(out, "Mean KV utilization:", pct(m.kv_utilization_mean));
   row(out, "Peak KV utilization:", pct(m.kv_utilization_peak));
+  row(out, "Contiguous-reservation util.:", pct(m.contiguous_utilization_mean));
   out += std::string(50, '=') + "\n";
   return out;
 }

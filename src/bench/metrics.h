@@ -42,6 +42,18 @@ struct RunResult {
   bool in_process = true;               // engine-side fields are meaningful
   int32_t max_num_seqs = 0;             // engine limit (for the timeline's seat strip)
   int32_t max_num_batched_tokens = 0;   // engine limit (token-budget strip)
+  int32_t block_size = 0;               // KV block size (tokens)
+  int32_t max_model_len = 0;            // tokens
+};
+
+/// Which limit bound a class of steps: how often the token budget was used up, how often
+/// every seat (max_num_seqs) was taken, and the mean scheduled tokens / sequences per step.
+struct StepLimits {
+  int64_t num_steps = 0;
+  double budget_bound_frac = 0;  // steps with scheduled tokens == max_num_batched_tokens
+  double seqs_bound_frac = 0;    // steps with running == max_num_seqs
+  double mean_tokens = 0;        // scheduled tokens per step
+  double mean_running = 0;       // running sequences per step
 };
 
 /// mean / median / p99 of a sample, in milliseconds.
@@ -66,6 +78,11 @@ struct BenchMetrics {
   std::optional<double> kv_utilization_peak;  // 0..1
   std::optional<int32_t> peak_running;        // sequences
   std::optional<int64_t> num_steps;
+  /// Steps that computed prompt tokens vs decode-only steps (experiment: which limit binds).
+  std::optional<StepLimits> prefill_steps, decode_steps;
+  /// Mean over steps of tokens stored / (running x max_model_len): the utilisation a
+  /// contiguous per-request reservation of max_model_len would have had (vLLM paper, s.2.3).
+  std::optional<double> contiguous_utilization_mean;
 };
 
 /// Mean of `xs` (0 for an empty sample).

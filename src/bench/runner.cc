@@ -60,6 +60,8 @@ Expected<RunResult> InProcessRun::run() {
   result_.finish_step.assign(n, -1);
   result_.max_num_seqs = engine_.config().scheduler.max_num_seqs;
   result_.max_num_batched_tokens = engine_.config().scheduler.max_num_batched_tokens;
+  result_.block_size = engine_.config().cache.block_size;
+  result_.max_model_len = engine_.max_model_len();
   result_.start_time = now_seconds();
   while (next_ < n || engine_.has_unfinished_requests()) {
     LLMS_RETURN_IF_ERROR(admit_arrived(now_seconds()));
