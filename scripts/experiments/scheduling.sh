@@ -30,8 +30,11 @@ PY
 
 run() {  # name extra-args...
   local name=$1; shift
-  "$BIN" bench "$MODEL" "${COMMON[@]}" "$@" --json --timeline "$OUT/$name.svg" \
-    > "$OUT/$name.json" 2>/dev/null
+  if ! "$BIN" bench "$MODEL" "${COMMON[@]}" "$@" --json --timeline "$OUT/$name.svg" \
+      > "$OUT/$name.json" 2> "/tmp/$name.log"; then
+    tail -3 "/tmp/$name.log" >&2
+    exit 1
+  fi
   summary "$OUT/$name.json" "$name"
 }
 
@@ -43,8 +46,8 @@ case "$EXP" in
       run "exp1_${TAG}_$mode" "${W[@]}" --batching "$mode" --max-delay-ms 50
     done ;;
   2)  # which limit binds: long prompts (prefill) then many decodes
-    run "exp2_${TAG}_limits" --num-prompts 32 --input-len 384 --output-len 64 --range-ratio 0.2 \
-      --request-rate inf --max-num-seqs 8 --max-num-batched-tokens 512
+    run "exp2_${TAG}_limits" --num-prompts 32 --input-len 320 --output-len 64 --range-ratio 0.2 \
+      --request-rate inf --max-num-seqs 8 --max-num-batched-tokens 256
     python3 - "$OUT/exp2_${TAG}_limits.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -56,7 +59,7 @@ for k in ("prefill_steps", "decode_steps"):
 PY
     ;;
   3)  # prefill-first vs mixed vs chunked while long prompts arrive during decodes
-    W=(--num-prompts 48 --input-len 256 --output-len 96 --range-ratio 0.9 --request-rate 40
+    W=(--num-prompts 48 --input-len 256 --output-len 64 --range-ratio 0.6 --request-rate 40
        --max-num-seqs 16)
     run "exp3_${TAG}_prefill_first" "${W[@]}" --no-enable-chunked-prefill \
       --prefill-policy prefill-first --max-num-batched-tokens 512
