@@ -2,6 +2,7 @@
 // run() returns the process exit code (0 ok, 1 error with a one-line message on stderr).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,23 @@ class LogitsCommand {
   std::string out_path_;
 };
 
+
+/// llmserve make-model: writes a random-weight Llama-architecture GGUF (and optionally the same
+/// weights as a Hugging Face safetensors directory) of a named shape, for benchmarks.
+class MakeModelCommand {
+ public:
+  explicit MakeModelCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string preset_;
+  std::string dtype_ = "bf16";
+  uint64_t seed_ = 0;
+  std::string out_path_;
+  std::string hf_dir_;
+};
 
 /// Workload flags shared by `bench` and `bench serve`.
 struct BenchWorkloadFlags {

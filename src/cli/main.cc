@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   llmserve::cli::ServeCommand serve(app);
   llmserve::cli::GenerateCommand generate(app);
   llmserve::cli::LogitsCommand logits(app);
+  llmserve::cli::MakeModelCommand make_model(app);
   std::string command_line = "llmserve";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   llmserve::cli::BenchCommand bench(app, command_line);
@@ -27,5 +28,6 @@ int main(int argc, char** argv) {
   if (generate.parsed()) return generate.run();
   if (logits.parsed()) return logits.run();
   if (bench.parsed()) return bench.run();
+  if (make_model.parsed()) return make_model.run();
   return 1;
 }
