@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -529,6 +530,112 @@ Status write_hf(const Preset& p, DType dtype, const std::vector<TensorSpec>& ten
   return Status::Ok();
 }
 
+/// HF tokenizer files for the generated vocabulary, in the form transformers' Llama converter
+/// writes for a SentencePiece BPE model: tokenizer.json (BPE with byte fallback; merges are
+/// every split a + b of a piece into two pieces, ranked by the piece's score as the
+/// SentencePiece extractor ranks them), tokenizer_config.json, special_tokens_map.json.
+Status write_hf_tokenizer(const Preset& p, const VocabBuilder& vocab, const std::string& dir) {
+  using nlohmann::ordered_json;
+  const std::string sp(kSpace);
+  ordered_json vocab_json = ordered_json::object();
+  std::unordered_map<std::string, int> id_of;
+  for (size_t i = 0; i < vocab.pieces_.size(); ++i) {
+    vocab_json[vocab.pieces_[i]] = i;
+    id_of.emplace(vocab.pieces_[i], static_cast<int>(i));
+  }
+  struct Merge {
+    int piece, left, right;
+  };
+  std::vector<Merge> merges;
+  for (size_t i = 0; i < vocab.pieces_.size(); ++i) {
+    if (vocab.types_[i] != 1) continue;
+    const std::string& piece = vocab.pieces_[i];
+    const std::vector<std::string> cps = code_points(piece);
+    std::string left;
+    for (size_t k = 0; k + 1 < cps.size(); ++k) {
+      left += cps[k];
+      const std::string right = piece.substr(left.size());
+      auto l = id_of.find(left), r = id_of.find(right);
+      if (l != id_of.end() && r != id_of.end())
+        merges.push_back({static_cast<int>(i), l->second, r->second});
+    }
+  }
+  std::sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
+    return std::tie(a.piece, a.left, a.right) < std::tie(b.piece, b.left, b.right);
+  });
+  ordered_json merges_json = ordered_json::array();
+  for (const Merge& m : merges)
+    merges_json.push_back(vocab.pieces_[m.left] + " " + vocab.pieces_[m.right]);
+  ordered_json added = ordered_json::array();
+  for (int id = 0; id < 3; ++id) {
+    added.push_back({{"id", id}, {"content", vocab.pieces_[id]}, {"single_word", false},
+                     {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+                     {"special", true}});
+  }
+  const ordered_json tok = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", sp}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                  {{"SpecialToken", {{"id", "<s>"}, {"type_id", 1}}}},
+                  {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}},
+          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab_json},
+        {"merges", merges_json}}},
+  };
+  const ordered_json config = {
+      {"add_bos_token", true},
+      {"add_eos_token", false},
+      {"bos_token", "<s>"},
+      {"eos_token", "</s>"},
+      {"unk_token", "<unk>"},
+      {"pad_token", nullptr},
+      {"clean_up_tokenization_spaces", false},
+      {"legacy", true},
+      {"model_max_length", p.context_length},
+      {"tokenizer_class", "LlamaTokenizerFast"},
+  };
+  const ordered_json special = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}};
+  const ordered_json generation = {{"bos_token_id", 1}, {"eos_token_id", 2}};
+  for (const auto& [name, j] : {std::pair{"tokenizer.json", &tok},
+                                std::pair{"tokenizer_config.json", &config},
+                                std::pair{"special_tokens_map.json", &special},
+                                std::pair{"generation_config.json", &generation}}) {
+    std::ofstream out(dir + "/" + name);
+    out << j->dump(2) << "\n";
+    out.close();
+    if (!out) return DataLoss("{}/{}: write failed", dir, name);
+  }
+  return Status::Ok();
+}
+
 std::string human_bytes(uint64_t b) {
   char buf[32];
   if (b >= (1ULL << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ULL << 30));
@@ -548,7 +655,7 @@ MakeModelCommand::MakeModelCommand(CLI::App& app) {
   cmd_->add_option("--out", out_path_, "Output GGUF file")->required();
   cmd_->add_option("--hf-dir", hf_dir_,
                    "Also write the same weights as a Hugging Face directory "
-                   "(config.json, model.safetensors)");
+                   "(config.json, model.safetensors, tokenizer.json and configs)");
 }
 
 int MakeModelCommand::run() {
@@ -581,6 +688,7 @@ int MakeModelCommand::run() {
   }
   if (!hf_dir_.empty()) {
     if (Status st = write_hf(*p, dtype, tensors, hf_dir_); !st.ok()) return fail(st);
+    if (Status st = write_hf_tokenizer(*p, vocab, hf_dir_); !st.ok()) return fail(st);
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

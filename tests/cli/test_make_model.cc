@@ -275,6 +275,20 @@ TEST_F(MakeModel, HfDirectoryHoldsTheSameWeightsInHfLayout) {
   EXPECT_EQ(cfg["vocab_size"], 4000);
   EXPECT_EQ(cfg["torch_dtype"], "bfloat16");
 
+  // Tokenizer files: the same vocabulary as the GGUF, BPE merges ranked by piece score.
+  std::ifstream tok_in(hf + "/tokenizer.json");
+  const nlohmann::json tok = nlohmann::json::parse(tok_in);
+  EXPECT_EQ(tok["model"]["type"], "BPE");
+  EXPECT_TRUE(tok["model"]["byte_fallback"].get<bool>());
+  const auto& hf_vocab = tok["model"]["vocab"];
+  const std::vector<std::string> pieces = *g->get_string_array("tokenizer.ggml.tokens");
+  ASSERT_EQ(hf_vocab.size(), pieces.size());
+  for (size_t i = 0; i < pieces.size(); i += 97) EXPECT_EQ(hf_vocab[pieces[i]], i) << pieces[i];
+  const auto merges = tok["model"]["merges"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(merges.begin(), merges.end(), "\xe2\x96\x81 time"), merges.end());
+  for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"})
+    EXPECT_TRUE(std::filesystem::exists(hf + "/" + f)) << f;
+
   const std::string st = testing::slurp(hf + "/model.safetensors");
   ASSERT_GT(st.size(), 8u);
   uint64_t hlen = 0;
