@@ -58,88 +58,28 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
   }
 }
 
-namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  return _mm_cvtss_f32(s);
-}
-
-/// y[i, r..r+R) for activation rows i..i+X of x against R weight rows w[0..R) (each k floats).
-/// Register tile of X x R accumulators: every x load feeds R FMAs and every w load X FMAs.
-template <int X, int R>
-inline void tile(const float* x, int64_t ldx, const float* const* w, int64_t k, float* y,
-                 int64_t ldy) {
-  __m256 acc[X][R];
-  for (int a = 0; a < X; ++a)
-    for (int b = 0; b < R; ++b) acc[a][b] = _mm256_setzero_ps();
-  int64_t c = 0;
-  for (; c + 8 <= k; c += 8) {
-    __m256 wv[R];
-    for (int b = 0; b < R; ++b) wv[b] = _mm256_loadu_ps(w[b] + c);
-    for (int a = 0; a < X; ++a) {
-      const __m256 xv = _mm256_loadu_ps(x + a * ldx + c);
-      for (int b = 0; b < R; ++b) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
-    }
-  }
-  for (int a = 0; a < X; ++a)
-    for (int b = 0; b < R; ++b) {
-      float sum = hsum(acc[a][b]);
-      for (int64_t t = c; t < k; ++t) sum += x[a * ldx + t] * w[b][t];
-      y[a * ldy + b] = sum;
-    }
-}
-
-/// All activation rows against R consecutive weight rows.
-template <int R>
-void rows_block(const float* x, int64_t m, const float* const* w, int64_t k, float* y,
-                int64_t n) {
-  int64_t i = 0;
-  for (; i + 2 <= m; i += 2) tile<2, R>(x + i * k, k, w, k, y + i * n, n);
-  if (i < m) tile<1, R>(x + i * k, k, w, k, y + i * n, n);
-}
-
-}  // namespace
-
 void matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool) {
   const int64_t n = w.rows, k = w.cols;
   const size_t elem = dtype_size(w.dtype);
-  constexpr int kRows = 4;  // weight rows per register tile
   auto body = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> row_buf;
-    const float* rows[kRows];
-    for (int64_t r = begin; r < end; r += kRows) {
-      const int nr = static_cast<int>(std::min<int64_t>(kRows, end - r));
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row;
       if (w.dtype == DType::kF32) {
-        for (int b = 0; b < nr; ++b) rows[b] = static_cast<const float*>(w.data) + (r + b) * k;
-      } else {  // convert the few rows in use, never the whole matrix
-        row_buf.resize(kRows * k);
-        for (int b = 0; b < nr; ++b) {
-          to_f32(static_cast<const uint8_t*>(w.data) + (r + b) * k * elem, w.dtype, k,
-                 row_buf.data() + b * k);
-          rows[b] = row_buf.data() + b * k;
-        }
+        row = static_cast<const float*>(w.data) + r * k;
+      } else {
+        row_buf.resize(k);
+        to_f32(static_cast<const uint8_t*>(w.data) + r * k * elem, w.dtype, k, row_buf.data());
+        row = row_buf.data();
       }
-      float* yr = y + r;
-      switch (nr) {
-        case 4: rows_block<4>(x, m, rows, k, yr, n); break;
-        case 3: rows_block<3>(x, m, rows, k, yr, n); break;
-        case 2: rows_block<2>(x, m, rows, k, yr, n); break;
-        default: rows_block<1>(x, m, rows, k, yr, n); break;
-      }
+      for (int64_t i = 0; i < m; ++i) y[i * n + r] = dot_f32(x + i * k, row, k);
     }
   };
-  // Below ~64K multiply-adds the fork/join costs more than it saves. Chunks are multiples of
-  // the tile height so tiles do not straddle threads.
+  // Below ~64K multiply-adds the fork/join costs more than it saves.
   if (pool == nullptr || n * k * m < (1 << 16)) {
     body(0, n);
   } else {
-    const int64_t tiles = (n + kRows - 1) / kRows;
-    pool->parallel_for(tiles, [&](int64_t b, int64_t e) {
-      body(b * kRows, std::min(n, e * kRows));
-    }, 4);
+    pool->parallel_for(n, body, 16);
   }
 }
 
