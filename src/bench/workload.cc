@@ -12,6 +12,9 @@
 
 namespace llmserve::bench {
 
+/// Upper bound for --num-prompts (each request holds its token ids in memory up front).
+constexpr int64_t kMaxNumPrompts = 10000000;
+
 namespace {
 
 /// "<...>" pieces other than "<0xNN>" byte pieces are control tokens (<s>, </s>, <unk>).
@@ -33,7 +36,9 @@ std::vector<int32_t> sampleable_ids(const VocabInfo& vocab) {
 }
 
 Status check_random_options(const RandomDatasetOptions& o) {
-  if (o.num_prompts < 1) return InvalidArgument("--num-prompts must be >= 1, got {}", o.num_prompts);
+  if (o.num_prompts < 1 || o.num_prompts > kMaxNumPrompts)
+    return InvalidArgument("--num-prompts must be in [1, {}], got {}", kMaxNumPrompts,
+                           o.num_prompts);
   if (o.input_len < 1) return InvalidArgument("--input-len must be >= 1, got {}", o.input_len);
   if (o.output_len < 1) return InvalidArgument("--output-len must be >= 1, got {}", o.output_len);
   if (!(o.range_ratio >= 0 && o.range_ratio < 1))
@@ -137,6 +142,8 @@ Expected<std::vector<BenchRequest>> load_dataset_file(const std::string& path,
   LLMS_ASSIGN_OR_RETURN(std::vector<BenchRequest> entries, parse_dataset_text(path, ss.str()));
   if (entries.empty()) return InvalidArgument("dataset file {} has no entries", path);
   std::vector<BenchRequest> out;
+  if (num_prompts > kMaxNumPrompts)
+    return InvalidArgument("--num-prompts must be <= {}, got {}", kMaxNumPrompts, num_prompts);
   const size_t n = num_prompts > 0 ? static_cast<size_t>(num_prompts) : entries.size();
   for (size_t i = 0; i < n; ++i) out.push_back(entries[i % entries.size()]);
   if (tokenizer) {

@@ -3,6 +3,7 @@
 // same workload to an OpenAI-compatible server and measures client-side.
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -145,6 +146,10 @@ int BenchCommand::run_in_process() {
   if (config_.model_path.empty())
     return fail(InvalidArgument("bench: MODEL is required (or use `bench serve --url URL`)"));
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  if (!timeline_path_.empty()) {  // fail before a long run, not after it
+    std::ofstream probe(timeline_path_, std::ios::app);
+    if (!probe) return fail(InvalidArgument("--timeline: cannot write {}", timeline_path_));
+  }
   auto engine_or = LLMEngine::create(config_);
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;
@@ -166,6 +171,13 @@ int BenchCommand::run_in_process() {
   }
   print_results(*run, workload_.json);
   return 0;
+}
+
+/// True when requests were sent and none succeeded (the run measured nothing).
+static bool all_failed(const bench::RunResult& run) {
+  for (const bench::RequestRecord& r : run.requests)
+    if (r.success) return false;
+  return !run.requests.empty();
 }
 
 int BenchCommand::run_serve() {
@@ -194,7 +206,7 @@ int BenchCommand::run_serve() {
   if (!run.ok()) return fail(run.status());
   report_failures(*run);
   print_results(*run, workload_.json);
-  return 0;
+  return all_failed(*run) ? 1 : 0;
 }
 
 }  // namespace llmserve::cli

@@ -40,9 +40,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   job_ = &fn;
   job_n_ = n;
-  job_chunks_ = chunks;
   pending_.store(chunks - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: pairs with sleepers_ below (no lost wake-up)
+  ++generation_;
+  // seq_cst store: publishes the job slot and pairs with sleepers_ below (no lost wake-up).
+  state_.store((generation_ << 16) | static_cast<uint64_t>(chunks));
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
@@ -63,15 +64,15 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {
   // Spin first (~tens of microseconds), then sleep.
   for (int i = 0; i < 4000; ++i) {
-    const uint64_t g = generation_.load(std::memory_order_acquire);
-    if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
+    const uint64_t s = state_.load(std::memory_order_acquire);
+    if (s != seen || stop_.load(std::memory_order_relaxed)) return s;
     _mm_pause();
   }
   std::unique_lock<std::mutex> lock(mu_);
-  sleepers_.fetch_add(1);  // seq_cst: the publisher either sees us or we see its bump
-  cv_.wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
+  sleepers_.fetch_add(1);  // seq_cst: the publisher either sees us or we see its store
+  cv_.wait(lock, [&] { return state_.load() != seen || stop_.load(); });
   sleepers_.fetch_sub(1);
-  return generation_.load(std::memory_order_acquire);
+  return state_.load(std::memory_order_acquire);
 }
 
 void ThreadPool::worker_loop(int worker_idx) {
@@ -79,8 +80,9 @@ void ThreadPool::worker_loop(int worker_idx) {
   for (;;) {
     seen = wait_for_job(seen);
     if (stop_.load()) return;
-    if (worker_idx < job_chunks_) {
-      auto [b, e] = chunk_range(job_n_, job_chunks_, worker_idx);
+    const int chunks = static_cast<int>(seen & 0xffff);
+    if (worker_idx < chunks) {
+      auto [b, e] = chunk_range(job_n_, chunks, worker_idx);
       (*job_)(b, e);
       pending_.fetch_sub(1, std::memory_order_release);
     }

@@ -36,17 +36,20 @@ class ThreadPool {
 
  private:
   void worker_loop(int worker_idx);
-  /// Waits until generation_ differs from `seen` (or stop); returns the new generation.
+  /// Waits until state_ differs from `seen` (or stop); returns the new state.
   uint64_t wait_for_job(uint64_t seen);
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  // Job slot: written by the caller before generation_ is bumped (release), read by workers
-  // after they observe the bump (acquire).
+  // Job slot: written by the caller before state_ is published (release), read by a worker
+  // after it observes the new state (acquire) -- and only by workers that take part in the
+  // job, whom the caller waits for, so the slot cannot change under them.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  int job_chunks_ = 0;
-  std::atomic<uint64_t> generation_{0};
+  uint64_t generation_ = 0;  // caller-side job counter
+  /// (generation << 16) | chunks, published atomically so that a worker that does not take
+  /// part in a job never reads the job slot (which the next job may be rewriting).
+  std::atomic<uint64_t> state_{0};
   std::atomic<int> pending_{0};   // chunks not yet finished by workers
   std::atomic<int> sleepers_{0};  // workers blocked (or about to block) on cv_
   std::atomic<bool> stop_{false};

@@ -60,7 +60,7 @@ class EngineCore final : public LLMEngine {
  private:
   RequestOutput make_output(Request& req, std::vector<int32_t> new_tokens);
   void record_step(const SchedulerOutput& sched, const std::vector<uint8_t>& is_decode,
-                   double start_time);
+                   double start_time, int32_t running_after_schedule);
   double kv_utilization() const;
   void finish(Request& req, FinishReason reason);
 
@@ -209,7 +209,7 @@ double EngineCore::kv_utilization() const {
 }
 
 void EngineCore::record_step(const SchedulerOutput& sched, const std::vector<uint8_t>& is_decode,
-                             double start_time) {
+                             double start_time, int32_t running_after_schedule) {
   StepRecord& rec = last_step_;
   rec.step_idx = counters_.num_steps;
   rec.start_time = start_time;
@@ -224,7 +224,7 @@ void EngineCore::record_step(const SchedulerOutput& sched, const std::vector<uin
   rec.preempted = scheduler_->last_preempted();
   rec.waiting.clear();
   for (const Request* r : scheduler_->waiting()) rec.waiting.push_back(r->request_id);
-  rec.num_running = scheduler_->num_running();
+  rec.num_running = running_after_schedule;  // seats held while this step ran
   rec.num_waiting = scheduler_->num_waiting();
   rec.num_used_blocks = kv_->num_used_blocks();
   rec.kv_utilization = kv_utilization();
@@ -237,6 +237,7 @@ std::vector<RequestOutput> EngineCore::step() {
   const SchedulerOutput sched = scheduler_->schedule(start_time);
   if (sched.empty()) return outputs;
   ++counters_.num_steps;
+  const int32_t running_after_schedule = scheduler_->num_running();
   // Which scheduled sequences are decodes, decided before the step appends tokens.
   std::vector<uint8_t> is_decode(sched.seqs.size());
   for (size_t si = 0; si < sched.seqs.size(); ++si) {
@@ -265,7 +266,7 @@ std::vector<RequestOutput> EngineCore::step() {
     outputs.push_back(make_output(req, {token}));
     if (req.is_finished()) requests_.erase(s.request_id);
   }
-  record_step(sched, is_decode, start_time);
+  record_step(sched, is_decode, start_time, running_after_schedule);
   return outputs;
 }
 
