@@ -227,6 +227,8 @@ void EngineCore::record_step(const SchedulerOutput& sched, const std::vector<uin
   rec.num_running = running_after_schedule;  // seats held while this step ran
   rec.num_waiting = scheduler_->num_waiting();
   rec.num_used_blocks = kv_->num_used_blocks();
+  counters_.scheduled_prefill_tokens_total += rec.num_prefill_tokens;
+  counters_.scheduled_decode_tokens_total += rec.num_decode_tokens;
   rec.kv_utilization = kv_utilization();
 }
 

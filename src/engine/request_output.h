@@ -83,6 +83,9 @@ struct EngineStats {
   int64_t generation_tokens_total = 0;
   int64_t num_requests_finished = 0;
   int64_t num_steps = 0;
+  /// Tokens computed by engine steps, split into prompt (prefill / recompute) and decode.
+  int64_t scheduled_prefill_tokens_total = 0;
+  int64_t scheduled_decode_tokens_total = 0;
 };
 
 }  // namespace llmserve

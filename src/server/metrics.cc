@@ -193,6 +193,20 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
              "Tokens stored in the KV cache / token slots in allocated KV blocks (1 = no waste).",
              &out);
   add_sample("llmserve:kv_utilization", labels, stats.kv_utilization, &out);
+  add_header("llmserve:kv_blocks_used", "gauge", "KV cache blocks in use.", &out);
+  add_sample("llmserve:kv_blocks_used", labels,
+             static_cast<double>(stats.num_total_blocks - stats.num_free_blocks), &out);
+  add_header("llmserve:engine_steps_total", "counter", "Engine steps (forward passes) run.",
+             &out);
+  add_sample("llmserve:engine_steps_total", labels, static_cast<double>(stats.num_steps), &out);
+  add_header("llmserve:scheduled_prefill_tokens_total", "counter",
+             "Prompt tokens computed by engine steps (prefill chunks and recomputation).", &out);
+  add_sample("llmserve:scheduled_prefill_tokens_total", labels,
+             static_cast<double>(stats.scheduled_prefill_tokens_total), &out);
+  add_header("llmserve:scheduled_decode_tokens_total", "counter",
+             "Decode tokens computed by engine steps.", &out);
+  add_sample("llmserve:scheduled_decode_tokens_total", labels,
+             static_cast<double>(stats.scheduled_decode_tokens_total), &out);
 
   std::lock_guard<std::mutex> lock(mu_);
   add_header("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", &out);

@@ -203,6 +203,13 @@ TEST_P(RealEngineHttp, MetricsCountEveryRequestAndToken) {
   EXPECT_EQ(page.value("vllm:time_per_output_token_seconds_count" + m), num_multi);
   EXPECT_EQ(page.value("vllm:inter_token_latency_seconds_count" + m), num_gaps);
   EXPECT_GT(page.value("vllm:inter_token_latency_seconds_sum" + m), 0);
+  // Per-step engine counters: every prompt token prefilled once (no preemption with the
+  // default pool), and each request's first token comes from its prefill step, so decode
+  // steps computed completion - 1 tokens per request.
+  EXPECT_EQ(page.value("llmserve:scheduled_prefill_tokens_total" + m), sum_prompt);
+  EXPECT_EQ(page.value("llmserve:scheduled_decode_tokens_total" + m), sum_completion - n);
+  EXPECT_GT(page.value("llmserve:engine_steps_total" + m), 0);
+  EXPECT_EQ(page.value("llmserve:kv_blocks_used" + m), 0);
   const double kv_util = page.value("llmserve:kv_utilization" + m);
   EXPECT_GE(kv_util, 0.0);
   EXPECT_LE(kv_util, 1.0);
