@@ -77,6 +77,7 @@ class EngineCore final : public LLMEngine {
   std::vector<std::pair<float, int32_t>> sample_scratch_;
   EngineStats counters_;
   StepRecord last_step_;
+  std::vector<uint8_t> is_decode_scratch_;  // per scheduled sequence, for record_step
 };
 
 Status EngineCore::init(const EngineConfig& config) {
@@ -241,7 +242,8 @@ std::vector<RequestOutput> EngineCore::step() {
   ++counters_.num_steps;
   const int32_t running_after_schedule = scheduler_->num_running();
   // Which scheduled sequences are decodes, decided before the step appends tokens.
-  std::vector<uint8_t> is_decode(sched.seqs.size());
+  std::vector<uint8_t>& is_decode = is_decode_scratch_;  // reused: no allocation per step
+  is_decode.assign(sched.seqs.size(), 0);
   for (size_t si = 0; si < sched.seqs.size(); ++si) {
     const ScheduledSequence& s = sched.seqs[si];
     const Request& req = *requests_.at(s.request_id);
