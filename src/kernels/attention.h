@@ -1,4 +1,4 @@
-// Paged attention: one interface, several backends (reference scalar now; tiled/flash later).
+// Paged attention: one interface, several backends ("naive" reference, "flash" tiled).
 // Queries of a batch are packed by sequence; K/V are read through per-sequence block tables.
 #pragma once
 
@@ -6,16 +6,25 @@
 #include <memory>
 #include <string>
 
+#include "common/dtype.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
 
 namespace llmserve {
 
-/// One layer's KV cache: K and V each [num_blocks, block_size, n_kv_heads, head_dim], f32.
+/// One layer's KV cache: K and V each [num_blocks, block_size, n_kv_heads, head_dim] in
+/// `dtype` (f32, bf16 or f16: --kv-cache-dtype). Element (slot, kv_head, d) sits at
+/// (slot * n_kv_heads + kv_head) * head_dim + d, slot = block_id * block_size + offset.
 struct KVCacheLayer {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kF32;
 };
+
+/// Converts n float32 values to `dtype` (round to nearest even) and stores them at element
+/// offset `offset` of `base` (a KV cache tensor). Used by write_kv and by the QKV-projection
+/// epilogue that writes K/V straight from the GEMM tile.
+void store_kv_values(void* base, DType dtype, int64_t offset, const float* src, int64_t n);
 
 /// Batch layout for attention (built by the model runner, plain arrays it owns).
 struct AttentionMetadata {
@@ -56,7 +65,14 @@ class AttentionBackend {
                        ThreadPool* pool) const = 0;
 };
 
-/// "reference": the clear scalar implementation every faster backend is tested against.
+/// --attention-backend:
+///  "naive" (alias "reference"): per sequence and head, materialises the score matrix
+///    S = Q·K^T and probabilities P = softmax(S) in memory, then O = P·V (the textbook
+///    five-kernel path: gather, matmul, mask, softmax, matmul). The oracle for tests.
+///  "flash" (default): FlashAttention-style (Dao et al. 2022, alg. 1; FlashAttention-2
+///    work partitioning) tiles over query rows and KV blocks with an online softmax (running
+///    max and sum); K/V are read through block tables and each KV head is loaded once for all
+///    query heads of its GQA group; no N x N matrix exists. Extra memory O(tile) per thread.
 /// Errors: InvalidArgument for an unknown name.
 Expected<std::unique_ptr<AttentionBackend>> make_attention_backend(const std::string& name);
 

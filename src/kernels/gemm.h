@@ -1,0 +1,80 @@
+// GEMM for the model's linear layers: y[M, N] = x[M, K] · W[N, K]^T with float32 activations
+// and weights kept in their file dtype (f32, f16 or bf16; converted in registers, never up
+// front). Kernels are chosen at run time from the CPU's features (AVX-512 + AVX512-BF16 when
+// present, AVX2 + FMA otherwise). Decode batches are small-M GEMMs (bandwidth-bound: each
+// weight byte is read once per call for all M rows); prefill batches are large-M
+// (compute-bound).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+
+namespace llmserve {
+
+/// A weight matrix W[N, K] (row-major, out_features x in_features) in its file dtype.
+/// `data` usually points into a memory-mapped model file; when the matrix was built in memory
+/// (concat_rows, prepare_weight) `storage` owns the bytes and copies share them.
+struct WeightMatrix {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;  // N (out features)
+  int64_t cols = 0;  // K (in features)
+  std::shared_ptr<const void> storage;  // owner of `data` when not file-backed (may be null)
+  /// Kernel-specific repacked copy of W in the same dtype (set by prepare_weight; may be
+  /// null, then kernels read `data`). Layout is private to the GEMM implementation.
+  std::shared_ptr<const void> packed;
+  int32_t packed_format = 0;  // 0 = none; meaning private to the GEMM implementation
+};
+
+/// Stacks matrices with equal `cols` along rows: result rows = sum of parts' rows, in order
+/// (e.g. Wq;Wk;Wv -> one QKV projection, Wgate;Wup -> one gate/up GEMM). The result owns a
+/// copy in the parts' common dtype, or in float32 if the parts' dtypes differ.
+/// Errors: InvalidArgument when parts is empty or `cols` differ.
+Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts);
+
+/// Optionally repacks W for this CPU's kernels (same dtype: a layout change only). Call once
+/// at load time; a no-op when the kernels read W as is. Never changes results beyond
+/// floating-point reassociation.
+void prepare_weight(WeightMatrix& w);
+
+/// Called on finished output tiles so that per-element work happens while the tile is hot
+/// (e.g. RoPE + KV-cache write after the QKV projection: vLLM's reshape_and_cache fused into
+/// the projection epilogue). apply() runs concurrently on disjoint tiles, from pool threads.
+class GemmEpilogue {
+ public:
+  virtual ~GemmEpilogue() = default;
+  /// Column ranges handed to apply() start and end at multiples of this (and at N).
+  virtual int64_t column_alignment() const { return 1; }
+  /// Rows [m0, m1) x columns [n0, n1) of y (row stride ldy floats) are final; may rewrite
+  /// them in place.
+  virtual void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
+                     int64_t ldy) const = 0;
+};
+
+enum class GemmOutput {
+  kStore,       // y = x·W^T
+  kAccumulate,  // y += x·W^T (residual add fused into the output projection)
+};
+
+/// y[M, N] = (or +=) x[M, K] · W[N, K]^T, x and y float32 row-major (row strides K and N).
+/// Parallel on `pool` (null = calling thread only). `epilogue` (optional) sees every output
+/// tile once after it is final.
+void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
+          GemmOutput mode = GemmOutput::kStore, const GemmEpilogue* epilogue = nullptr);
+
+/// SwiGLU MLP input (Shazeer 2020): gate_up is [2F, K] = Wgate (rows 0..F-1) stacked over
+/// Wup (rows F..2F-1). out[M, F] = silu(x·Wgate^T) * (x·Wup^T), silu(g) = g / (1 + e^-g),
+/// computed tile by tile: the [M, 2F] intermediate never exists.
+void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
+                   ThreadPool* pool);
+
+/// Name of the kernel family gemm() uses on this CPU ("avx512bf16", "avx512", "avx2"), for
+/// logs and benchmark labels.
+const char* gemm_isa();
+
+}  // namespace llmserve
