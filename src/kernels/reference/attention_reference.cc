@@ -20,8 +20,8 @@ class ReferenceAttention final : public AttentionBackend {
     const int64_t row = static_cast<int64_t>(shape.n_kv_heads) * shape.head_dim;
     for (int32_t t = 0; t < meta.num_tokens; ++t) {
       const int64_t slot = meta.slot_mapping[t];
-      std::copy_n(k + t * row, row, cache.k + slot * row);
-      std::copy_n(v + t * row, row, cache.v + slot * row);
+      std::copy_n(k + t * row, row, static_cast<float*>(cache.k) + slot * row);
+      std::copy_n(v + t * row, row, static_cast<float*>(cache.v) + slot * row);
     }
   }
 
@@ -67,7 +67,7 @@ class ReferenceAttention final : public AttentionBackend {
     scores.resize(pos + 1);
     float max_score = -INFINITY;
     for (int32_t p = 0; p <= pos; ++p) {
-      const float* kv = cache.k + slot_of(p) * kv_row + static_cast<int64_t>(kv_h) * hd;
+      const float* kv = static_cast<const float*>(cache.k) + slot_of(p) * kv_row + static_cast<int64_t>(kv_h) * hd;
       float dot = 0.0f;
       for (int32_t d = 0; d < hd; ++d) dot += qv[d] * kv[d];
       scores[p] = dot * shape.scale;
@@ -82,7 +82,7 @@ class ReferenceAttention final : public AttentionBackend {
     std::fill_n(o, hd, 0.0f);
     for (int32_t p = 0; p <= pos; ++p) {
       const float w = scores[p] / sum;
-      const float* vv = cache.v + slot_of(p) * kv_row + static_cast<int64_t>(kv_h) * hd;
+      const float* vv = static_cast<const float*>(cache.v) + slot_of(p) * kv_row + static_cast<int64_t>(kv_h) * hd;
       for (int32_t d = 0; d < hd; ++d) o[d] += w * vv[d];
     }
   }
