@@ -39,14 +39,22 @@ int32_t sample_token(const float* logits, int32_t vocab_size, const SamplingPara
     total += p;
   }
   if (params.top_p < 1.0f) {
-    // Nucleus: only the prefix that reaches top_p matters; sort just the candidates.
-    std::sort(cand.begin(), cand.begin() + n, by_logit_desc);
+    // Nucleus: only the most likely prefix that reaches top_p matters. Order a growing prefix
+    // (64, 256, 1024, ... candidates) with partial_sort instead of sorting the vocabulary; a
+    // peaked distribution stops after the first 64.
+    const double target = params.top_p * total;
     double mass = 0;
-    size_t keep = 0;
-    while (keep < n) {
-      mass += cand[keep].first;
-      ++keep;
-      if (mass >= params.top_p * total) break;
+    size_t keep = 0, sorted = 0;
+    bool reached = false;
+    while (!reached && sorted < n) {
+      const size_t k = std::min(n, std::max<size_t>(64, sorted * 4));
+      std::partial_sort(cand.begin() + sorted, cand.begin() + k, cand.begin() + n,
+                        by_logit_desc);
+      for (; keep < k && !reached; ++keep) {
+        mass += cand[keep].first;
+        reached = mass >= target;
+      }
+      sorted = k;
     }
     n = keep;
     total = mass;

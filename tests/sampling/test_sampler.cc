@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -45,6 +46,38 @@ TEST(Sampler, FrequenciesFollowSoftmaxAndTopPCutsTheTail) {
   for (int i = 0; i < n; ++i) ++counts[sample_token(logits, 4, p, rng, scratch)];
   EXPECT_EQ(counts[2] + counts[3], 0);
   EXPECT_NEAR(counts[0] / double(n), 0.625, 0.02);
+}
+
+TEST(Sampler, TopPNucleusBeyondTheFirstPartialSortRound) {
+  // A flat-ish distribution over 4000 tokens (shuffled ids) whose nucleus needs hundreds of
+  // candidates: the sampler's growing partial sort must find exactly the nucleus a full sort
+  // finds (computed here independently).
+  const int32_t vocab = 4000;
+  std::vector<float> logits(vocab);
+  std::vector<int32_t> order(vocab);
+  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(5));
+  for (int32_t r = 0; r < vocab; ++r) logits[order[r]] = -0.001f * r;  // rank r -> logit
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.6f;
+  // Reference nucleus: ranks 0..cut-1 with cumulative probability first >= 0.6.
+  double total = 0;
+  for (int32_t r = 0; r < vocab; ++r) total += std::exp(-0.001 * r);
+  double mass = 0;
+  int32_t cut = 0;
+  while (mass < 0.6 * total) mass += std::exp(-0.001 * cut++);
+  ASSERT_GT(cut, 256);  // beyond the first two rounds (64, 256)
+  std::vector<int32_t> rank_of(vocab);
+  for (int32_t r = 0; r < vocab; ++r) rank_of[order[r]] = r;
+  std::mt19937_64 rng(9);
+  int32_t max_rank = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t id = sample_token(logits.data(), vocab, p, rng, scratch);
+    ASSERT_LT(rank_of[id], cut + 1);  // +1: float vs double rounding at the boundary
+    max_rank = std::max(max_rank, rank_of[id]);
+  }
+  EXPECT_GT(max_rank, cut * 9 / 10);  // the tail of the nucleus is reachable
 }
 
 TEST(Sampler, SameSeedSameTokens) {
