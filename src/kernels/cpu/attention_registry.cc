@@ -1,0 +1,12 @@
+// --attention-backend names -> backends.
+#include "kernels/attention.h"
+#include "kernels/naive/attention_internal.h"
+
+namespace llmserve {
+
+Expected<std::unique_ptr<AttentionBackend>> make_attention_backend(const std::string& name) {
+  if (name == "naive" || name == "reference") return attention_internal::make_naive_attention();
+  return InvalidArgument("unknown --attention-backend '{}' (available: naive, reference)", name);
+}
+
+}  // namespace llmserve

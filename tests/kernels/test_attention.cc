@@ -1,0 +1,324 @@
+// Attention backends: naive against a float64 computation, flash against naive at random
+// shapes (head_dim 48/64/128, MHA/GQA/MQA, block sizes 1/16/128 with shuffled block tables,
+// chunked prefill and decode mixed in one batch, KV dtypes f32/bf16/f16, serial and 2 threads,
+// AVX2 forced), store_kv_values rounding, and write_kv touching exactly the mapped slots.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cpu/cpu_features.h"
+
+namespace llmserve {
+namespace {
+
+struct SeqSpec {
+  int32_t num_query;
+  int32_t ctx;  // seq_len including this step's queries
+};
+
+struct Case {
+  int32_t head_dim = 64;
+  int32_t n_heads = 4;
+  int32_t n_kv_heads = 4;
+  int32_t block_size = 16;
+  DType dtype = DType::kF32;
+  std::vector<SeqSpec> seqs;
+  uint32_t seed = 1;
+  float q_amp = 2.0f;
+};
+
+uint16_t nan_bits(DType t) { return t == DType::kBF16 ? 0x7fc0 : 0x7e00; }
+
+// A paged batch: shuffled block tables, earlier context stored directly, this step's K/V
+// written with write_kv; every cache slot nobody owns holds NaN so stray reads show.
+struct Batch {
+  Case c;
+  std::vector<int32_t> query_start_loc, seq_lens, block_tables;
+  std::vector<int64_t> slot_mapping;
+  int32_t max_blocks = 0;
+  int32_t num_tokens = 0;
+  std::vector<float> q;                  // [num_tokens, n_heads, hd]
+  std::vector<std::vector<float>> k, v;  // per seq: [ctx, n_kv, hd] float values
+  std::vector<uint8_t> kcache, vcache;
+  AttentionMetadata meta;
+  AttentionShape shape;
+
+  explicit Batch(const Case& cs) : c(cs) {
+    std::mt19937 rng(c.seed);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    const int32_t ns = static_cast<int32_t>(c.seqs.size());
+    int32_t total_blocks = 0;
+    for (const auto& s : c.seqs) {
+      const int32_t nb = (s.ctx + c.block_size - 1) / c.block_size;
+      max_blocks = std::max(max_blocks, nb + 1);  // padded rows
+      total_blocks += nb;
+    }
+    total_blocks += 3;  // spare blocks nobody owns
+    std::vector<int32_t> ids(total_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    block_tables.assign(static_cast<size_t>(ns) * max_blocks, -1);
+    size_t next = 0;
+    query_start_loc.push_back(0);
+    for (int32_t s = 0; s < ns; ++s) {
+      const int32_t nb = (c.seqs[s].ctx + c.block_size - 1) / c.block_size;
+      for (int32_t b = 0; b < nb; ++b) block_tables[s * max_blocks + b] = ids[next++];
+      for (int32_t b = nb; b < max_blocks; ++b) block_tables[s * max_blocks + b] = ids.back();
+      query_start_loc.push_back(query_start_loc.back() + c.seqs[s].num_query);
+      seq_lens.push_back(c.seqs[s].ctx);
+    }
+    num_tokens = query_start_loc.back();
+    const int64_t row = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+    const size_t esz = dtype_size(c.dtype);
+    const int64_t cache_elems = static_cast<int64_t>(total_blocks) * c.block_size * row;
+    kcache.resize(cache_elems * esz);
+    vcache.resize(cache_elems * esz);
+    if (c.dtype == DType::kF32) {
+      std::fill_n(reinterpret_cast<float*>(kcache.data()), cache_elems, NAN);
+      std::fill_n(reinterpret_cast<float*>(vcache.data()), cache_elems, NAN);
+    } else {
+      std::fill_n(reinterpret_cast<uint16_t*>(kcache.data()), cache_elems, nan_bits(c.dtype));
+      std::fill_n(reinterpret_cast<uint16_t*>(vcache.data()), cache_elems, nan_bits(c.dtype));
+    }
+    q.resize(static_cast<size_t>(num_tokens) * c.n_heads * c.head_dim);
+    for (auto& x : q) x = c.q_amp * uni(rng);
+    slot_mapping.resize(num_tokens);
+    for (int32_t s = 0; s < ns; ++s) {
+      const int32_t ctx = c.seqs[s].ctx, nq = c.seqs[s].num_query;
+      k.emplace_back(static_cast<size_t>(ctx) * row);
+      v.emplace_back(static_cast<size_t>(ctx) * row);
+      for (auto& x : k.back()) x = uni(rng);
+      for (auto& x : v.back()) x = uni(rng);
+      for (int32_t p = 0; p < ctx; ++p) {
+        const int64_t sl = slot(s, p);
+        if (p < ctx - nq) {  // earlier context: already cached
+          store_kv_values(kcache.data(), c.dtype, sl * row, &k[s][p * row], row);
+          store_kv_values(vcache.data(), c.dtype, sl * row, &v[s][p * row], row);
+        } else {
+          slot_mapping[query_start_loc[s] + p - (ctx - nq)] = sl;
+        }
+      }
+    }
+    meta.num_seqs = ns;
+    meta.num_tokens = num_tokens;
+    meta.query_start_loc = query_start_loc.data();
+    meta.seq_lens = seq_lens.data();
+    meta.block_tables = block_tables.data();
+    meta.max_blocks_per_seq = max_blocks;
+    meta.slot_mapping = slot_mapping.data();
+    meta.block_size = c.block_size;
+    shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  }
+
+  int64_t slot(int32_t s, int32_t p) const {
+    return static_cast<int64_t>(block_tables[s * max_blocks + p / c.block_size]) * c.block_size +
+           p % c.block_size;
+  }
+  KVCacheLayer cache() { return {kcache.data(), vcache.data(), c.dtype}; }
+
+  // This step's K/V rows, packed [num_tokens, n_kv, hd], for write_kv.
+  void step_kv(std::vector<float>& ks, std::vector<float>& vs) const {
+    const int64_t row = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+    ks.clear();
+    vs.clear();
+    for (size_t s = 0; s < c.seqs.size(); ++s)
+      for (int32_t p = c.seqs[s].ctx - c.seqs[s].num_query; p < c.seqs[s].ctx; ++p) {
+        ks.insert(ks.end(), k[s].begin() + p * row, k[s].begin() + (p + 1) * row);
+        vs.insert(vs.end(), v[s].begin() + p * row, v[s].begin() + (p + 1) * row);
+      }
+  }
+
+  std::vector<float> run(const AttentionBackend& b, ThreadPool* pool) {
+    std::vector<float> ks, vs;
+    step_kv(ks, vs);
+    b.write_kv(meta, shape, ks.data(), vs.data(), cache());
+    std::vector<float> out(q.size(), NAN);
+    b.forward(meta, shape, q.data(), cache(), out.data(), pool);
+    return out;
+  }
+};
+
+std::unique_ptr<AttentionBackend> backend(const char* name) {
+  auto b = make_attention_backend(name);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return std::move(b).value();
+}
+
+float rounded(DType t, float x) {
+  if (t == DType::kBF16) return bf16_to_f32(f32_to_bf16(x));
+  if (t == DType::kF16) return f16_to_f32(f32_to_f16(x));
+  return x;
+}
+
+// Independent float64 causal attention from the batch's K/V values (rounded to the cache
+// dtype the same way the cache holds them).
+std::vector<double> float64_attention(const Batch& b) {
+  const auto& c = b.c;
+  const int64_t hd = c.head_dim, row = static_cast<int64_t>(c.n_kv_heads) * hd;
+  std::vector<double> out(b.q.size());
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const int32_t ctx = c.seqs[s].ctx, nq = c.seqs[s].num_query;
+    for (int32_t i = 0; i < nq; ++i) {
+      const int32_t t = b.query_start_loc[s] + i, pos = ctx - nq + i;
+      for (int32_t h = 0; h < c.n_heads; ++h) {
+        const int32_t kvh = h / (c.n_heads / c.n_kv_heads);
+        const float* qv = &b.q[(static_cast<int64_t>(t) * c.n_heads + h) * hd];
+        std::vector<double> w(pos + 1);
+        double mx = -INFINITY, sum = 0;
+        for (int32_t p = 0; p <= pos; ++p) {
+          double d = 0;
+          for (int64_t x = 0; x < hd; ++x)
+            d += double(qv[x]) * rounded(c.dtype, b.k[s][p * row + kvh * hd + x]);
+          w[p] = d / std::sqrt(double(hd));
+          mx = std::max(mx, w[p]);
+        }
+        for (auto& x : w) sum += (x = std::exp(x - mx));
+        for (int64_t x = 0; x < hd; ++x) {
+          double o = 0;
+          for (int32_t p = 0; p <= pos; ++p)
+            o += w[p] / sum * rounded(c.dtype, b.v[s][p * row + kvh * hd + x]);
+          out[(static_cast<int64_t>(t) * c.n_heads + h) * hd + x] = o;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Attention, FactoryNamesAndErrors) {
+  for (const char* n : {"naive", "reference"}) {
+    auto b = make_attention_backend(n);
+    ASSERT_TRUE(b.ok()) << n;
+  }
+  EXPECT_STREQ(backend("naive")->name(), "naive");
+  auto bad = make_attention_backend("nope");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("naive"), std::string::npos) << bad.status().message();
+}
+
+TEST(Attention, NaiveMatchesFloat64) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    Case c;
+    c.head_dim = 48;
+    c.n_heads = 6;
+    c.n_kv_heads = 2;
+    c.block_size = 4;
+    c.dtype = dt;
+    c.seqs = {{5, 9}, {1, 13}, {7, 7}};
+    c.seed = 7;
+    Batch b(c);
+    ThreadPool pool(2);
+    const auto got = b.run(*backend("naive"), &pool);
+    const auto want = float64_attention(b);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-6) << dtype_name(dt) << " at " << i;
+  }
+}
+
+TEST(Attention, StoreKvValuesRounding) {
+  // bf16: round to nearest, ties to even (on the 16 dropped bits); NaN stays NaN.
+  const float one = 1.0f;
+  uint32_t ob;
+  std::memcpy(&ob, &one, 4);
+  auto f = [](uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    return x;
+  };
+  // 1 + half an ulp (tie, even down), 1 + 3 half-ulps (tie, even up), just above the tie.
+  std::vector<float> src = {1.0f, f(ob + 0x8000), f(ob + 0x18000), f(ob + 0x8001), -2.5f,
+                            65504.0f, 1e-8f, f(0x7fc00001), 3.0e38f, -0.0f};
+  std::vector<uint16_t> want = {0x3f80, 0x3f80, 0x3f82, 0x3f81, 0xc020,
+                                0x4780 /*65504 = 0x477fe000 rounds up to 65536*/, 0x322c, 0x7fc0, 0x7f62, 0x8000};
+  // Lengths 10 (vector + tail) and replicated to 37 (several vectors).
+  for (int rep : {1, 4}) {
+    std::vector<float> s;
+    std::vector<uint16_t> w;
+    for (int r = 0; r < rep; ++r) {
+      s.insert(s.end(), src.begin(), src.end());
+      w.insert(w.end(), want.begin(), want.end());
+    }
+    s.resize(s.size() - (rep > 1 ? 3 : 0));
+    w.resize(s.size());
+    std::vector<uint16_t> dst(s.size() + 4, 0xdead);
+    store_kv_values(dst.data(), DType::kBF16, 2, s.data(), static_cast<int64_t>(s.size()));
+    EXPECT_EQ(dst[0], 0xdead);
+    EXPECT_EQ(dst[1], 0xdead);
+    for (size_t i = 0; i < s.size(); ++i) {
+      EXPECT_EQ(dst[i + 2], f32_to_bf16(s[i])) << i;  // agrees with the scalar reference
+      if (std::isnan(s[i])) {
+        EXPECT_TRUE(std::isnan(bf16_to_f32(dst[i + 2])));
+      } else {
+        EXPECT_EQ(dst[i + 2], w[i]) << i << " " << s[i];
+      }
+    }
+    EXPECT_EQ(dst[s.size() + 2], 0xdead);
+  }
+  // f16: exact values, ties to even, overflow to inf, subnormals.
+  std::vector<float> h = {1.0f, -2.0f, 65504.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+                          70000.0f, 5.960464477539063e-08f, 0.1f, -0.0f};
+  std::vector<uint16_t> hw = {0x3c00, 0xc000, 0x7bff, 0x3c00, 0x3c02, 0x7c00, 0x0001, 0x2e66, 0x8000};
+  for (int rep : {1, 3}) {
+    std::vector<float> s;
+    std::vector<uint16_t> w;
+    for (int r = 0; r < rep; ++r) {
+      s.insert(s.end(), h.begin(), h.end());
+      w.insert(w.end(), hw.begin(), hw.end());
+    }
+    std::vector<uint16_t> dst(s.size());
+    store_kv_values(dst.data(), DType::kF16, 0, s.data(), static_cast<int64_t>(s.size()));
+    for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(dst[i], w[i]) << i << " " << s[i];
+  }
+  // f32: a copy at the offset.
+  std::vector<float> d32(12, -1.0f);
+  store_kv_values(d32.data(), DType::kF32, 1, src.data(), 10);
+  EXPECT_EQ(d32[0], -1.0f);
+  EXPECT_EQ(d32[11], -1.0f);
+  EXPECT_EQ(std::memcmp(&d32[1], src.data(), 40), 0);
+}
+
+TEST(Attention, WriteKvTouchesExactlyMappedSlots) {
+  for (const char* name : {"naive"}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      Case c;
+      c.head_dim = 64;
+      c.n_heads = 8;
+      c.n_kv_heads = 2;
+      c.block_size = 16;
+      c.dtype = dt;
+      c.seqs = {{20, 20}, {1, 33}, {5, 40}};
+      Batch b(c);
+      const auto k_before = b.kcache, v_before = b.vcache;
+      std::vector<float> ks, vs;
+      b.step_kv(ks, vs);
+      backend(name)->write_kv(b.meta, b.shape, ks.data(), vs.data(), b.cache());
+      const int64_t row_bytes = static_cast<int64_t>(c.n_kv_heads) * c.head_dim * dtype_size(dt);
+      std::vector<int> written(b.kcache.size() / row_bytes, -1);
+      for (int32_t t = 0; t < b.num_tokens; ++t) written[b.slot_mapping[t]] = t;
+      for (size_t slot = 0; slot < written.size(); ++slot) {
+        const size_t off = slot * row_bytes;
+        if (written[slot] < 0) {
+          EXPECT_EQ(std::memcmp(&b.kcache[off], &k_before[off], row_bytes), 0) << slot;
+          EXPECT_EQ(std::memcmp(&b.vcache[off], &v_before[off], row_bytes), 0) << slot;
+        } else {
+          std::vector<uint8_t> kw(row_bytes), vw(row_bytes);
+          const int64_t n = row_bytes / dtype_size(dt);
+          store_kv_values(kw.data(), dt, 0, &ks[written[slot] * n], n);
+          store_kv_values(vw.data(), dt, 0, &vs[written[slot] * n], n);
+          EXPECT_EQ(std::memcmp(&b.kcache[off], kw.data(), row_bytes), 0) << slot;
+          EXPECT_EQ(std::memcmp(&b.vcache[off], vw.data(), row_bytes), 0) << slot;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmserve
