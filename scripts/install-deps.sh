@@ -11,6 +11,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev      # Google Benchmark (bench/)
+  libdnnl-dev           # oneDNN: comparator for bench_gemm (measured against our own GEMM kernels)
   curl                  # run.sh prints/uses a curl example; tests do not need it
 )
 

@@ -1,0 +1,352 @@
+// GEMM drivers: weight concatenation, path selection (small-M dot tiles vs. packed
+// microkernel), blocking, threading and epilogues. The arithmetic lives in the per-ISA kernel
+// tables (gemm_avx2.cc, gemm_avx512.cc), chosen at run time from cpu_isa().
+//
+// Small M (decode): bandwidth-bound. Each thread takes a contiguous range of output columns
+// (W rows) and streams each W row exactly once, multiplying it into all M activation rows
+// (dot-product tiles of 4 W rows x up to 6 x rows, reduced at the end).
+//
+// Large M (prefill): compute-bound. x is packed once per call into [M/mr][K][mr] panels; each
+// thread takes blocks of (M rows x nc columns), packs W (kc x nc, converted to float32, in
+// [kc][nr] micro-panels) and runs the mr x nr microkernel over them (GotoBLAS/BLIS loop
+// order: W micro-panel L1-resident, x block L2-resident).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/gemm.h"
+
+namespace llmserve {
+namespace {
+
+using gemm_detail::GemmKernels;
+using gemm_detail::kDotRows;
+
+const GemmKernels& kernels() {
+  return cpu_isa() >= CpuIsa::kAvx512 ? gemm_detail::gemm_kernels_avx512()
+                                      : gemm_detail::gemm_kernels_avx2();
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/// Grow-only 64-byte-aligned float scratch (one per thread).
+class Scratch {
+ public:
+  float* get(int64_t n) {
+    if (n > cap_) {
+      const int64_t bytes = round_up(n * static_cast<int64_t>(sizeof(float)), 64);
+      buf_.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+      if (!buf_) throw std::bad_alloc();
+      cap_ = bytes / static_cast<int64_t>(sizeof(float));
+    }
+    return buf_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> buf_;
+  int64_t cap_ = 0;
+};
+
+// Blocking parameters of the packed path (in elements).
+constexpr int64_t kKc = 256;         // K block: a W micro-panel (kc x nr f32) stays in L1
+constexpr int64_t kNc = 256;         // columns per block (W block kc x nc in L2)
+constexpr int64_t kMcTarget = 256;   // rows per block (x block mc x kc in L2)
+constexpr int64_t kDotUnit = 32;     // columns per work unit on the small-M path
+constexpr int64_t kMaxDotM = 16;     // largest M that takes the small-M path
+constexpr int64_t kMinParallelWork = int64_t{1} << 17;  // multiply-adds
+
+/// One GEMM (or gate/up SwiGLU GEMM) call.
+struct Job {
+  const GemmKernels* kr;
+  const float* x;
+  int64_t m, k;
+  const void* w;
+  DType dtype;
+  int64_t n;          // output columns (N, or F for SwiGLU)
+  int64_t up_offset;  // SwiGLU: W row of the first `up` row (F); 0 for plain GEMM
+  bool silu;
+  float* y;  // [m, n], row stride n
+  bool accumulate;
+  const GemmEpilogue* epilogue;
+  int64_t align;  // epilogue column alignment (1 without epilogue)
+
+  const void* w_row(int64_t r) const {
+    return static_cast<const uint8_t*>(w) + r * k * static_cast<int64_t>(dtype_size(dtype));
+  }
+};
+
+void run(const Job& job, ThreadPool* pool, int64_t units, int64_t min_chunk,
+         const std::function<void(int64_t, int64_t)>& body) {
+  if (pool != nullptr && pool->num_threads() > 1 && units > 1 &&
+      job.m * job.n * job.k * (job.silu ? 2 : 1) >= kMinParallelWork) {
+    pool->parallel_for(units, body, min_chunk);
+  } else {
+    body(0, units);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Small-M path.
+
+void dot_columns(const Job& job, int64_t c0, int64_t c1, float* up_tmp) {
+  const GemmKernels& kr = *job.kr;
+  const int64_t m = job.m, k = job.k, n = job.n, width = c1 - c0;
+  float res[6 * kDotRows];
+  const void* rows[kDotRows];
+  for (int pass = 0; pass < (job.silu ? 2 : 1); ++pass) {
+    // SwiGLU: pass 0 writes gate values into y, pass 1 up values into up_tmp [m][width].
+    const int64_t row_offset = pass == 0 ? 0 : job.up_offset;
+    for (int64_t nb = c0; nb < c1; nb += kDotRows) {
+      const int64_t nv = std::min<int64_t>(kDotRows, c1 - nb);
+      for (int r = 0; r < kDotRows; ++r) rows[r] = job.w_row(row_offset + nb + std::min<int64_t>(r, nv - 1));
+      for (int64_t i0 = 0; i0 < m; i0 += kr.dot_max_mb) {
+        const int mb = static_cast<int>(std::min<int64_t>(kr.dot_max_mb, m - i0));
+        kr.dot(job.dtype, mb, job.x + i0 * k, k, rows, k, res);
+        for (int i = 0; i < mb; ++i) {
+          const float* ri = res + i * kDotRows;
+          if (pass == 1) {
+            float* dst = up_tmp + (i0 + i) * width + (nb - c0);
+            for (int64_t r = 0; r < nv; ++r) dst[r] = ri[r];
+          } else {
+            float* dst = job.y + (i0 + i) * n + nb;
+            if (job.accumulate) {
+              for (int64_t r = 0; r < nv; ++r) dst[r] += ri[r];
+            } else {
+              for (int64_t r = 0; r < nv; ++r) dst[r] = ri[r];
+            }
+          }
+        }
+      }
+    }
+  }
+  if (job.silu) {
+    for (int64_t i = 0; i < m; ++i) {
+      float* g = job.y + i * n + c0;
+      kr.silu_mul(g, up_tmp + i * width, g, width);
+    }
+  }
+}
+
+void gemm_small_m(const Job& job, ThreadPool* pool) {
+  const int64_t unit = round_up(kDotUnit, job.align);
+  const int64_t units = ceil_div(job.n, unit);
+  run(job, pool, units, 1, [&](int64_t u0, int64_t u1) {
+    thread_local Scratch up_scratch;
+    float* up_tmp = job.silu ? up_scratch.get(job.m * unit) : nullptr;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t c0 = u * unit, c1 = std::min(job.n, c0 + unit);
+      dot_columns(job, c0, c1, up_tmp);
+      if (job.epilogue != nullptr) job.epilogue->apply(0, job.m, c0, c1, job.y, job.n);
+    }
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// Large-M path.
+
+struct PackedLayout {
+  int64_t mr, nr, mpanels;
+  int64_t mblocks, panels_per_mblock;
+  int64_t unit, units, units_per_nblock;
+};
+
+/// Rows [m0, m1) (a multiple of mr from m0) x columns [c0, c1) (c0 and c1 multiples of the
+/// epilogue alignment or n): K-blocked packed microkernel, then SwiGLU / epilogue.
+void packed_block(const Job& job, const PackedLayout& lay, const float* xpacked, int64_t m0,
+                  int64_t m1, int64_t c0, int64_t c1) {
+  const GemmKernels& kr = *job.kr;
+  const int64_t k = job.k, mr = lay.mr, nr = lay.nr;
+  const int64_t width = c1 - c0, rows = m1 - m0;
+  const int64_t qpanels = ceil_div(width, nr);
+  const int64_t sets = job.silu ? 2 : 1;  // SwiGLU: gate panels then up panels
+  thread_local Scratch wscratch, cscratch;
+  float* wbuf = wscratch.get(sets * qpanels * nr * std::min(k, kKc));
+  // Output target: y directly, or for SwiGLU a [rows][2 * width] gate|up tile.
+  float* c = job.y + m0 * job.n + c0;
+  int64_t ldc = job.n;
+  if (job.silu) {
+    ldc = 2 * width;
+    c = cscratch.get(rows * ldc);
+  }
+  for (int64_t pc = 0; pc < k; pc += kKc) {
+    const int64_t kc = std::min(kKc, k - pc);
+    for (int64_t s = 0; s < sets; ++s) {
+      for (int64_t q = 0; q < qpanels; ++q) {
+        const int64_t col = c0 + q * nr;
+        kr.pack_w(job.dtype, job.w_row(s * job.up_offset + col), k, std::min(nr, c1 - col), pc,
+                  kc, wbuf + (s * qpanels + q) * kc * nr);
+      }
+    }
+    const bool acc = pc > 0 || (job.accumulate && !job.silu);
+    for (int64_t s = 0; s < sets; ++s) {
+      for (int64_t q = 0; q < qpanels; ++q) {
+        const float* wp = wbuf + (s * qpanels + q) * kc * nr;
+        const int n_valid = static_cast<int>(std::min(nr, width - q * nr));
+        float* cq = c + s * width + q * nr;
+        for (int64_t i = m0; i < m1; i += mr) {
+          const float* xp = xpacked + (i / mr) * k * mr + pc * mr;
+          kr.micro(xp, wp, kc, cq + (i - m0) * ldc, ldc, static_cast<int>(std::min(mr, m1 - i)),
+                   n_valid, acc);
+        }
+      }
+    }
+  }
+  if (job.silu) {
+    for (int64_t i = 0; i < rows; ++i) {
+      kr.silu_mul(c + i * ldc, c + i * ldc + width, job.y + (m0 + i) * job.n + c0, width);
+    }
+  }
+  if (job.epilogue != nullptr) job.epilogue->apply(m0, m1, c0, c1, job.y, job.n);
+}
+
+void gemm_packed(const Job& job, ThreadPool* pool) {
+  const GemmKernels& kr = *job.kr;
+  PackedLayout lay{};
+  lay.mr = kr.mr;
+  lay.nr = kr.nr;
+  lay.mpanels = ceil_div(job.m, lay.mr);
+  lay.unit = round_up(lay.nr, job.align);
+  lay.units = ceil_div(job.n, lay.unit);
+  const int64_t nc = job.silu ? kNc / 2 : kNc;
+  lay.units_per_nblock = std::max<int64_t>(1, nc / lay.unit);
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  lay.mblocks = ceil_div(lay.mpanels * lay.mr, kMcTarget);
+  // Few columns: split M further so every thread has work.
+  if (lay.units < 2 * threads) lay.mblocks = std::max<int64_t>(lay.mblocks, 2 * threads);
+  lay.mblocks = std::min(lay.mblocks, lay.mpanels);
+  lay.panels_per_mblock = ceil_div(lay.mpanels, lay.mblocks);
+  lay.mblocks = ceil_div(lay.mpanels, lay.panels_per_mblock);
+
+  // Pack x once: [mpanels][k][mr], shared by all threads.
+  thread_local Scratch xscratch;
+  float* xpacked = xscratch.get(lay.mpanels * job.k * lay.mr);
+  run(job, pool, lay.mpanels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t i = p * lay.mr;
+      kr.pack_x(job.x + i * job.k, job.k, std::min(lay.mr, job.m - i), job.k,
+                xpacked + p * job.k * lay.mr);
+    }
+  });
+
+  const int64_t items = lay.mblocks * lay.units;
+  run(job, pool, items, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t mb = i0 / lay.units; mb * lay.units < i1; ++mb) {
+      const int64_t ua = std::max(i0, mb * lay.units) - mb * lay.units;
+      const int64_t ub = std::min(i1, (mb + 1) * lay.units) - mb * lay.units;
+      const int64_t m0 = mb * lay.panels_per_mblock * lay.mr;
+      const int64_t m1 = std::min(job.m, m0 + lay.panels_per_mblock * lay.mr);
+      for (int64_t u = ua; u < ub; u += lay.units_per_nblock) {
+        const int64_t c0 = u * lay.unit;
+        const int64_t c1 = std::min(job.n, std::min(ub, u + lay.units_per_nblock) * lay.unit);
+        packed_block(job, lay, xpacked, m0, m1, c0, c1);
+      }
+    }
+  });
+}
+
+void dispatch(Job& job, ThreadPool* pool) {
+  if (job.m <= 0 || job.n <= 0) return;
+  job.kr = &kernels();
+  job.align = 1;
+  if (job.epilogue != nullptr) job.align = std::max<int64_t>(1, job.epilogue->column_alignment());
+  if (job.m <= kMaxDotM || job.k == 0) {
+    gemm_small_m(job, pool);
+  } else {
+    gemm_packed(job, pool);
+  }
+}
+
+}  // namespace
+
+Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
+  if (parts.empty()) return InvalidArgument("concat_rows: no matrices");
+  const int64_t cols = parts[0].cols;
+  int64_t rows = 0;
+  bool same_dtype = true;
+  for (const WeightMatrix& p : parts) {
+    if (p.cols != cols) {
+      return InvalidArgument("concat_rows: column counts differ ({} vs {})", p.cols, cols);
+    }
+    if (p.rows < 0 || (p.rows > 0 && p.data == nullptr)) {
+      return InvalidArgument("concat_rows: part without data");
+    }
+    rows += p.rows;
+    same_dtype = same_dtype && p.dtype == parts[0].dtype;
+  }
+  const DType dtype = same_dtype ? parts[0].dtype : DType::kF32;
+  const size_t elem = dtype_size(dtype);
+  const size_t bytes = static_cast<size_t>(rows * cols) * elem;
+  std::shared_ptr<uint8_t[]> buf(new uint8_t[std::max<size_t>(bytes, 1)]);
+  uint8_t* dst = buf.get();
+  for (const WeightMatrix& p : parts) {
+    const int64_t count = p.rows * cols;
+    if (p.dtype == dtype) {
+      std::memcpy(dst, p.data, static_cast<size_t>(count) * elem);
+    } else {
+      float* out = reinterpret_cast<float*>(dst);
+      const auto* src16 = static_cast<const uint16_t*>(p.data);
+      for (int64_t i = 0; i < count; ++i) {
+        out[i] = p.dtype == DType::kF32   ? static_cast<const float*>(p.data)[i]
+                 : p.dtype == DType::kF16 ? f16_to_f32(src16[i])
+                                          : bf16_to_f32(src16[i]);
+      }
+    }
+    dst += static_cast<size_t>(count) * elem;
+  }
+  WeightMatrix w;
+  w.data = buf.get();
+  w.dtype = dtype;
+  w.rows = rows;
+  w.cols = cols;
+  w.storage = std::shared_ptr<const void>(buf, buf.get());
+  return w;
+}
+
+void prepare_weight(WeightMatrix& /*w*/) {}
+
+void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
+          GemmOutput mode, const GemmEpilogue* epilogue) {
+  Job job{};
+  job.x = x;
+  job.m = m;
+  job.k = w.cols;
+  job.w = w.data;
+  job.dtype = w.dtype;
+  job.n = w.rows;
+  job.silu = false;
+  job.y = y;
+  job.accumulate = mode == GemmOutput::kAccumulate;
+  job.epilogue = epilogue;
+  dispatch(job, pool);
+}
+
+void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
+                   ThreadPool* pool) {
+  Job job{};
+  job.x = x;
+  job.m = m;
+  job.k = gate_up.cols;
+  job.w = gate_up.data;
+  job.dtype = gate_up.dtype;
+  job.n = gate_up.rows / 2;
+  job.up_offset = job.n;
+  job.silu = true;
+  job.y = out;
+  job.accumulate = false;
+  job.epilogue = nullptr;
+  dispatch(job, pool);
+}
+
+const char* gemm_isa() { return kernels().name; }
+
+}  // namespace llmserve

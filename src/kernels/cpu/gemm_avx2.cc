@@ -1,0 +1,86 @@
+// GEMM kernels for the x86-64-v3 baseline (AVX2 + FMA + F16C): the same kernels as
+// gemm_avx512.cc on 8-lane vectors (16 ymm registers: a 6 x 16 microkernel, 2 x 4 dot tile).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/dtype.h"
+#include "kernels/cpu/gemm_kernels.h"
+
+namespace llmserve::gemm_detail {
+namespace {
+
+struct Avx2 {
+  using vec = __m256;
+  static constexpr int L = 8;
+  static constexpr int kMr = 6;  // microkernel: 6 x 16 -> 12 ymm accumulators
+  static constexpr int kNv = 2;
+  static constexpr int kDotMaxMb = 2;  // dot tile: 2 x 4 -> 8 ymm accumulators
+
+  static __m256i mask(int n) {
+    alignas(32) static const int32_t m[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + 8 - n));
+  }
+  static vec zero() { return _mm256_setzero_ps(); }
+  static vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static vec load_n(const float* p, int n) { return _mm256_maskload_ps(p, mask(n)); }
+  static vec widen(__m128i h, DType d) {
+    return d == DType::kBF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                             : _mm256_cvtph_ps(h);
+  }
+  template <DType D>
+  static vec loadw(const void* base, int64_t idx) {
+    if constexpr (D == DType::kF32) {
+      return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
+    } else {
+      return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + idx)), D);
+    }
+  }
+  template <DType D>
+  static vec loadw_n(const void* base, int64_t idx, int n) {
+    if constexpr (D == DType::kF32) {
+      return _mm256_maskload_ps(static_cast<const float*>(base) + idx, mask(n));
+    } else {
+      uint16_t tmp[8] = {};
+      std::memcpy(tmp, static_cast<const uint16_t*>(base) + idx, static_cast<size_t>(n) * 2);
+      return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)), D);
+    }
+  }
+  static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
+  static void store_n(float* p, vec v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
+  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
+  static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+  static vec div(vec a, vec b) { return _mm256_div_ps(a, b); }
+  static vec min(vec a, vec b) { return _mm256_min_ps(a, b); }
+  static vec max(vec a, vec b) { return _mm256_max_ps(a, b); }
+  static vec set1(float f) { return _mm256_set1_ps(f); }
+  static vec round(vec v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static vec pow2i(vec n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+  }
+  static vec exp(vec v);
+  static void reduce4(vec a, vec b, vec c, vec d, float* out) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
+};
+
+}  // namespace
+}  // namespace llmserve::gemm_detail
+
+#include "kernels/cpu/gemm_kernels_impl.h"
+
+namespace llmserve::gemm_detail {
+namespace {
+Avx2::vec Avx2::exp(vec v) { return exp_poly<Avx2>(v); }
+}  // namespace
+
+const GemmKernels& gemm_kernels_avx2() {
+  static const GemmKernels k = make_kernels<Avx2>("avx2");
+  return k;
+}
+
+}  // namespace llmserve::gemm_detail
