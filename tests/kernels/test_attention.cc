@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -192,15 +194,17 @@ std::vector<double> float64_attention(const Batch& b) {
 }
 
 TEST(Attention, FactoryNamesAndErrors) {
-  for (const char* n : {"naive", "reference"}) {
+  for (const char* n : {"naive", "reference", "flash"}) {
     auto b = make_attention_backend(n);
     ASSERT_TRUE(b.ok()) << n;
   }
   EXPECT_STREQ(backend("naive")->name(), "naive");
+  EXPECT_STREQ(backend("flash")->name(), "flash");
   auto bad = make_attention_backend("nope");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("naive"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("flash"), std::string::npos) << bad.status().message();
 }
 
 TEST(Attention, NaiveMatchesFloat64) {
@@ -285,7 +289,7 @@ TEST(Attention, StoreKvValuesRounding) {
 }
 
 TEST(Attention, WriteKvTouchesExactlyMappedSlots) {
-  for (const char* name : {"naive"}) {
+  for (const char* name : {"naive", "flash"}) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       Case c;
       c.head_dim = 64;
@@ -318,6 +322,127 @@ TEST(Attention, WriteKvTouchesExactlyMappedSlots) {
       }
     }
   }
+}
+
+// Flash against naive on the same paged batch. Both read the same (rounded) cache and
+// compute in float32, so bf16/f16 caches get the same tolerance as f32: the differences are
+// summation order and exp2 vs exp (relative ~1e-7 each). Outputs are convex combinations of
+// V values in [-1, 1], so an absolute bound is also a relative one.
+constexpr float kFlashTol = 1e-5f;
+
+// Max |flash - naive| over the flash configurations: serial, 2 threads, AVX2 forced.
+float flash_error(const Case& c) {
+  Batch b(c);
+  ThreadPool pool(2);
+  const auto want = b.run(*backend("naive"), &pool);
+  float worst = 0.0f;
+  const CpuIsa native = cpu_isa();
+  struct Config {
+    ThreadPool* pool;
+    CpuIsa isa;
+  };
+  for (const Config cfg : {Config{nullptr, native}, Config{&pool, native}, Config{&pool, CpuIsa::kAvx2}}) {
+    set_cpu_isa_for_testing(cfg.isa);
+    Batch fresh(c);  // NaN-poisoned cache again, so write_kv is exercised for flash too
+    const auto got = fresh.run(*backend("flash"), cfg.pool);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float e = std::fabs(got[i] - want[i]);
+      if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
+    }
+  }
+  set_cpu_isa_for_testing(native);
+  if (std::getenv("ATTN_TEST_VERBOSE")) std::printf("max err %.3g\n", worst);
+  return worst;
+}
+
+std::string describe(const Case& c) {
+  std::string s = "hd=" + std::to_string(c.head_dim) + " heads=" + std::to_string(c.n_heads) +
+                  "/" + std::to_string(c.n_kv_heads) + " bs=" + std::to_string(c.block_size) +
+                  " " + std::string(dtype_name(c.dtype)) + " seqs=";
+  for (const auto& q : c.seqs) s += "(" + std::to_string(q.num_query) + "/" + std::to_string(q.ctx) + ")";
+  return s;
+}
+
+TEST(Attention, FlashMatchesNaiveSweep) {
+  struct Heads {
+    int32_t n, kv;
+  };
+  const Heads heads[] = {{4, 4}, {8, 2}, {16, 2}, {6, 1}, {6, 2}};  // MHA, GQA 4, GQA 8, MQA, 3
+  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  uint32_t seed = 100;
+  int idx = 0;
+  for (int32_t hd : {48, 64, 128}) {
+    for (const Heads& h : heads) {
+      for (int32_t bs : {1, 16, 128}) {
+        Case c;
+        c.head_dim = hd;
+        c.n_heads = h.n;
+        c.n_kv_heads = h.kv;
+        c.block_size = bs;
+        c.dtype = dtypes[idx++ % 3];
+        c.seed = seed++;
+        // Pure prefill, chunked prefill (earlier context cached), decode, a one-token prompt.
+        std::mt19937 rng(c.seed);
+        const int32_t odd[] = {17, 129, 300};
+        const int32_t p = odd[rng() % 3];
+        c.seqs = {{p, p}, {1 + static_cast<int32_t>(rng() % 40), 129}, {1, 300}, {1, 1}, {17, 17}};
+        const float err = flash_error(c);
+        EXPECT_LE(err, kFlashTol) << describe(c);
+      }
+    }
+  }
+}
+
+TEST(Attention, FlashOddShapes) {
+  struct Shape {
+    int32_t hd, n, kv, bs;
+    DType dt;
+  };
+  // head_dim not a multiple of the vector width, head_dim 256, groups of 32 query heads,
+  // single-token blocks with a long prompt.
+  for (const Shape& sh : {Shape{50, 4, 2, 16, DType::kF32}, Shape{50, 4, 2, 1, DType::kBF16},
+                          Shape{256, 4, 1, 16, DType::kF16}, Shape{72, 32, 1, 16, DType::kF32},
+                          Shape{64, 2, 2, 1, DType::kF32}}) {
+    Case c;
+    c.head_dim = sh.hd;
+    c.n_heads = sh.n;
+    c.n_kv_heads = sh.kv;
+    c.block_size = sh.bs;
+    c.dtype = sh.dt;
+    c.seqs = {{200, 200}, {3, 70}, {1, 65}, {2, 2}};
+    c.seed = static_cast<uint32_t>(sh.hd * 31 + sh.n);
+    EXPECT_LE(flash_error(c), kFlashTol) << describe(c);
+  }
+}
+
+TEST(Attention, FlashDecodeSplitsMatchNaive) {
+  // Few decode sequences on 2 threads: the context is split (flash-decoding) and merged.
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (auto seqs : {std::vector<SeqSpec>{{1, 1500}}, std::vector<SeqSpec>{{1, 700}, {1, 1030}, {1, 257}},
+                      std::vector<SeqSpec>{{1, 300}, {1, 5}}}) {
+      Case c;
+      c.head_dim = 64;
+      c.n_heads = 16;
+      c.n_kv_heads = 4;
+      c.block_size = 16;
+      c.dtype = dt;
+      c.seqs = seqs;
+      c.q_amp = 4.0f;  // sharper softmax: the merge must rescale correctly
+      EXPECT_LE(flash_error(c), kFlashTol) << describe(c);
+    }
+  }
+}
+
+TEST(Attention, FlashSharpSoftmaxAndLargeScores) {
+  // Scores spanning a wide range: the running max changes across KV tiles many times.
+  Case c;
+  c.head_dim = 64;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.block_size = 16;
+  c.q_amp = 12.0f;
+  c.seqs = {{260, 260}, {1, 400}, {33, 150}};
+  EXPECT_LE(flash_error(c), 4 * kFlashTol) << describe(c);
 }
 
 }  // namespace

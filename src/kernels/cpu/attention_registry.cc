@@ -6,7 +6,9 @@ namespace llmserve {
 
 Expected<std::unique_ptr<AttentionBackend>> make_attention_backend(const std::string& name) {
   if (name == "naive" || name == "reference") return attention_internal::make_naive_attention();
-  return InvalidArgument("unknown --attention-backend '{}' (available: naive, reference)", name);
+  if (name == "flash") return attention_internal::make_flash_attention();
+  return InvalidArgument("unknown --attention-backend '{}' (available: flash, naive, reference)",
+                         name);
 }
 
 }  // namespace llmserve

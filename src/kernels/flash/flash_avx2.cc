@@ -1,0 +1,95 @@
+// Flash-attention kernels for the x86-64-v3 baseline (AVX2 + FMA + F16C).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/flash/flash_kernels.h"
+#include "kernels/flash/flash_kernels_impl.h"
+
+namespace llmserve::flash_detail {
+namespace {
+
+struct Avx2 {
+  using vec = __m256;
+  static constexpr int L = 8;
+  static constexpr int kQkNi = 2;  // S^T micro-tile: 6 K rows x 16 query rows, 12 ymm
+  static constexpr int kQkNj = 6;
+  static constexpr int kPvMi = 4;  // O micro-tile: 4 query rows x 16 dims, 8 ymm
+  static constexpr int kPvNd = 2;
+  static constexpr int kDecGb = 4;  // decode O tile: 4 heads x 16 dims
+  static constexpr int kDecNd = 2;
+  static constexpr int kRows = 64;
+
+  static vec zero() { return _mm256_setzero_ps(); }
+  static vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
+  static vec set1(float x) { return _mm256_set1_ps(x); }
+  static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+  static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+  static vec max(vec a, vec b) { return _mm256_max_ps(a, b); }
+
+  // 2^x for x <= 0 (below -126 -> 0, so exp2(-inf) = 0); Cephes exp2f polynomial.
+  static vec exp2(vec x) {
+    const vec xc = _mm256_max_ps(x, _mm256_set1_ps(-126.0f));
+    const vec n = _mm256_round_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const vec f = _mm256_sub_ps(xc, n);
+    vec p = _mm256_set1_ps(1.535336188319500e-4f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const vec r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(r, _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_GE_OQ));
+  }
+  static vec mask_after(vec s, vec qpos, float kv_pos) {
+    const vec m = _mm256_cmp_ps(qpos, _mm256_set1_ps(kv_pos), _CMP_LT_OQ);
+    return _mm256_blendv_ps(s, _mm256_set1_ps(kNegInf), m);
+  }
+  static float hmax(vec v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+  }
+  static float hsum(vec v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+  }
+  // r[k*8 .. k*8+8) for k < 8 -> (sum r_0, ..., sum r_7).
+  static vec reduce_rows(const float* r) {
+    const vec t0 = _mm256_hadd_ps(load(r), load(r + 8));
+    const vec t1 = _mm256_hadd_ps(load(r + 16), load(r + 24));
+    const vec t2 = _mm256_hadd_ps(load(r + 32), load(r + 40));
+    const vec t3 = _mm256_hadd_ps(load(r + 48), load(r + 56));
+    const vec u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  }
+
+  template <DType D>
+  static vec loadkv(const void* base, int64_t idx) {
+    if constexpr (D == DType::kF32) {
+      return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
+    } else {
+      const __m128i h = _mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + idx));
+      if constexpr (D == DType::kBF16) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      } else {
+        return _mm256_cvtph_ps(h);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const FlashKernels& flash_kernels_avx2() { return make_table<Avx2>("avx2"); }
+
+}  // namespace llmserve::flash_detail

@@ -1,0 +1,108 @@
+// Flash-attention kernels for AVX-512 (F/BW/VL/DQ; F16C for f16 KV). Compiled with AVX-512
+// enabled: only reached through flash_kernels_avx512(), which the backend calls after
+// checking cpu_isa(). fp32 FMA throughout; bf16 KV is widened with a shift (exact), f16 with
+// vcvtph2ps.
+// GCC 12's AVX-512 intrinsic headers trip -Wuninitialized on their own _mm512_undefined_*().
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/flash/flash_kernels.h"
+#include "kernels/flash/flash_kernels_impl.h"
+
+namespace llmserve::flash_detail {
+namespace {
+
+struct Avx512 {
+  using vec = __m512;
+  static constexpr int L = 16;
+  static constexpr int kQkNi = 4;  // S^T micro-tile: 6 K rows x 64 query rows, 24 zmm
+  static constexpr int kQkNj = 6;
+  static constexpr int kPvMi = 4;  // O micro-tile: 4 query rows x 64 dims, 16 zmm
+  static constexpr int kPvNd = 4;
+  static constexpr int kDecGb = 4;  // decode O tile: 4 heads x 64 dims
+  static constexpr int kDecNd = 4;
+  static constexpr int kRows = 64;  // query rows per prefill tile
+
+  static vec zero() { return _mm512_setzero_ps(); }
+  static vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
+  static vec set1(float x) { return _mm512_set1_ps(x); }
+  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+  static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+
+  // 2^x for x <= 0: 2^round(x) * p(x - round(x)), p the Cephes exp2f polynomial on
+  // [-0.5, 0.5] (relative error ~2e-7); vscalefps applies the exponent. Below -126 the result
+  // is 0 (so exp2(-inf) = 0 and no denormals reach the FMAs).
+  static vec exp2(vec x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    const vec n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const vec f = _mm512_sub_ps(x, n);
+    vec p = _mm512_set1_ps(1.535336188319500e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+  }
+  // Lanes whose query position is before kv_pos become -inf (causal mask).
+  static vec mask_after(vec s, vec qpos, float kv_pos) {
+    const __mmask16 m = _mm512_cmp_ps_mask(qpos, _mm512_set1_ps(kv_pos), _CMP_LT_OQ);
+    return _mm512_mask_mov_ps(s, m, _mm512_set1_ps(kNegInf));
+  }
+  static float hmax(vec v) { return _mm512_reduce_max_ps(v); }
+  static float hsum(vec v) { return _mm512_reduce_add_ps(v); }
+
+  // r[k*16 .. k*16+16) for k < 16 -> (sum r_0, ..., sum r_15): interleave-and-add within
+  // 128-bit lanes (two rounds), then across them.
+  static vec reduce_rows(const float* r) {
+    vec x[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const vec a = load(r + 32 * k), b = load(r + 32 * k + 16);
+      x[k] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+    vec y[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512d c = _mm512_castps_pd(x[2 * k]), d = _mm512_castps_pd(x[2 * k + 1]);
+      y[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)),
+                           _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+    }
+    const vec z0 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const vec z1 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+
+  template <DType D>
+  static vec loadkv(const void* base, int64_t idx) {
+    if constexpr (D == DType::kF32) {
+      return _mm512_loadu_ps(static_cast<const float*>(base) + idx);
+    } else {
+      const __m256i h = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + idx));
+      if constexpr (D == DType::kBF16) {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      } else {
+        return _mm512_cvtph_ps(h);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const FlashKernels& flash_kernels_avx512() { return make_table<Avx512>("avx512"); }
+
+}  // namespace llmserve::flash_detail

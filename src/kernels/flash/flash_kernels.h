@@ -1,0 +1,73 @@
+// Private to the flash attention backend: the per-ISA kernels (flash_avx2.cc, flash_avx512.cc)
+// behind one function table, and the work descriptions the driver (attention_flash.cc) hands
+// them. Kernels never allocate: the driver passes per-thread scratch of the size they ask for.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace llmserve::flash_detail {
+
+/// KV tile length (tokens) of the prefill kernel, and of one decode chunk.
+constexpr int32_t kPrefillKvTile = 64;
+
+/// Where one sequence's K/V live: element (slot, kv_head, d) of a cache tensor sits at
+/// slot * slot_stride + kv_head * head_dim + d, slot = block_table[p / block_size] *
+/// block_size + p % block_size.
+struct KvSource {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  DType dtype = DType::kF32;
+  const int32_t* block_table = nullptr;
+  int32_t block_size = 0;
+  int64_t slot_stride = 0;  // n_kv_heads * head_dim
+};
+
+/// One prefill work item: `num_tokens` consecutive query tokens of one sequence (positions
+/// first_pos, first_pos + 1, ...) times the `group` query heads of KV head `kv_head`, i.e.
+/// num_tokens * group rows, attending causally to positions 0..their own.
+struct PrefillTile {
+  KvSource kv;
+  int32_t kv_head = 0;
+  const float* q = nullptr;  // row (token 0, head kv_head * group); tokens q_stride apart
+  float* out = nullptr;      // same layout as q
+  int64_t q_stride = 0;      // n_heads * head_dim
+  int32_t num_tokens = 0;
+  int32_t group = 1;
+  int32_t head_dim = 0;
+  int32_t first_pos = 0;
+  float scale_log2 = 0;      // scale * log2(e): scores live in the log2 domain
+};
+
+/// One decode work item: a single query token (all n_kv_heads * group heads) against the
+/// context positions [kv_begin, kv_end) of its sequence (all visible to it). Each KV row is
+/// loaded once for the whole GQA group. Writes either the normalised output or, for a split
+/// of the context (flash-decoding), the unnormalised partial state to merge.
+struct DecodeTask {
+  KvSource kv;
+  int32_t n_kv_heads = 0;
+  int32_t group = 1;
+  int32_t head_dim = 0;
+  const float* q = nullptr;  // [n_kv_heads * group, head_dim]
+  float scale_log2 = 0;
+  int32_t kv_begin = 0;
+  int32_t kv_end = 0;
+  float* out = nullptr;   // non-null: [n_heads, head_dim] = softmax-weighted V
+  float* part = nullptr;  // else per head: {m (log2 domain), l, O[head_dim]} (head_dim + 2)
+};
+
+struct FlashKernels {
+  const char* isa;
+  int32_t lanes;
+  int32_t prefill_rows;  // target query rows (tokens x group) per prefill tile
+  int64_t (*prefill_scratch_floats)(int32_t rows, int32_t head_dim);
+  void (*prefill)(const PrefillTile& tile, float* scratch);
+  int64_t (*decode_scratch_floats)(int32_t n_kv_heads, int32_t group, int32_t head_dim);
+  void (*decode)(const DecodeTask& task, float* scratch);
+};
+
+const FlashKernels& flash_kernels_avx2();
+const FlashKernels& flash_kernels_avx512();  // only after cpu_isa() >= CpuIsa::kAvx512
+
+}  // namespace llmserve::flash_detail
