@@ -137,10 +137,13 @@ TEST_P(Gemm, MatchesFloat64ReferenceStoreAndAccumulate) {
       const TestWeight tw = make_weight(dtype, s.n, s.k, 100 + case_idx);
       std::vector<double> ref, mag;
       reference(x, tw.used, s.m, s.n, s.k, ref, mag);
-      const bool accumulate = case_idx % 2 == 0;
+      WeightMatrix prepared = tw.w;
+      prepare_weight(prepared);
+      for (const bool use_prepared : {false, true}) {
+      const bool accumulate = (case_idx + use_prepared) % 2 == 0;
       const auto y0 = random_vec(static_cast<size_t>(s.m * s.n), 1000 + case_idx);
       std::vector<float> y = accumulate ? y0 : std::vector<float>(y0.size(), 1e30f);
-      gemm(x.data(), s.m, tw.w, y.data(), pool(),
+      gemm(x.data(), s.m, use_prepared ? prepared : tw.w, y.data(), pool(),
            accumulate ? GemmOutput::kAccumulate : GemmOutput::kStore);
       int bad = 0;
       for (int64_t i = 0; i < s.m * s.n && bad < 5; ++i) {
@@ -149,9 +152,10 @@ TEST_P(Gemm, MatchesFloat64ReferenceStoreAndAccumulate) {
           ++bad;
           ADD_FAILURE() << "m=" << s.m << " n=" << s.n << " k=" << s.k << " dtype="
                         << dtype_name(dtype) << (accumulate ? " accumulate" : " store")
-                        << " at (" << i / s.n << ", " << i % s.n << "): got " << y[i]
-                        << " want " << want;
+                        << (use_prepared ? " prepared" : "") << " at (" << i / s.n << ", "
+                        << i % s.n << "): got " << y[i] << " want " << want;
         }
+      }
       }
     }
   }
@@ -192,7 +196,8 @@ TEST_P(Gemm, EpilogueSeesEveryFinalElementOnceAligned) {
     for (bool accumulate : {false, true}) {
       ++idx;
       const auto x = random_vec(static_cast<size_t>(c.m * c.k), 7 + idx);
-      const TestWeight tw = make_weight(DType::kBF16, c.n, c.k, 70 + idx);
+      TestWeight tw = make_weight(DType::kBF16, c.n, c.k, 70 + idx);
+      if (idx % 4 >= 2) prepare_weight(tw.w);  // both layouts, both modes
       std::vector<double> ref, mag;
       reference(x, tw.used, c.m, c.n, c.k, ref, mag);
       const auto y0 = random_vec(static_cast<size_t>(c.m * c.n), 700 + idx);
@@ -208,7 +213,8 @@ TEST_P(Gemm, EpilogueSeesEveryFinalElementOnceAligned) {
         if (epi.visits_[i].load() != 1 ||
             !(std::fabs(y[i] - want) <= 2.0 * tol(mag[i] + std::fabs(y0[i])) + 1e-6)) {
           ++bad;
-          ADD_FAILURE() << "m=" << c.m << " n=" << c.n << " align=" << c.align << " at ("
+          ADD_FAILURE() << "m=" << c.m << " n=" << c.n << " align=" << c.align
+                        << (tw.w.packed ? " prepared" : "") << " at ("
                         << i / c.n << ", " << i % c.n << "): visits " << epi.visits_[i].load()
                         << " got " << y[i] << " want " << want;
         }
@@ -218,8 +224,11 @@ TEST_P(Gemm, EpilogueSeesEveryFinalElementOnceAligned) {
 }
 
 TEST_P(Gemm, SiluMulMatchesSeparateComputation) {
+  // F = 64, 96, 256 are panel multiples (prepared weights pair gate/up panels); the others
+  // fall back to the row-major layout.
   const Shape cases[] = {{1, 17, 100},  {2, 250, 64},  {5, 64, 1027}, {8, 33, 48},
-                         {16, 100, 15}, {32, 250, 100}, {100, 70, 64}, {512, 40, 100}};
+                         {16, 100, 15}, {32, 256, 100}, {100, 70, 64}, {512, 40, 100},
+                         {3, 96, 300},  {40, 64, 33},  {1, 256, 64}};
   int idx = 0;
   for (const Shape& s : cases) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
@@ -228,6 +237,7 @@ TEST_P(Gemm, SiluMulMatchesSeparateComputation) {
       const auto x = random_vec(static_cast<size_t>(s.m * s.k), 3 + idx);
       // Scale so gate values reach the saturating parts of silu.
       TestWeight tw = make_weight(dtype, 2 * f, s.k, 30 + idx);
+      if (idx % 2 == 0 || f % 32 == 0) prepare_weight(tw.w);
       std::vector<double> ref, mag;
       reference(x, tw.used, s.m, 2 * f, s.k, ref, mag);
       std::vector<float> out(static_cast<size_t>(s.m * f), 1e30f);
@@ -244,7 +254,7 @@ TEST_P(Gemm, SiluMulMatchesSeparateComputation) {
           if (!(std::fabs(out[i * f + j] - want) <= bound)) {
             ++bad;
             ADD_FAILURE() << "m=" << s.m << " f=" << f << " k=" << s.k << " dtype="
-                          << dtype_name(dtype) << " at (" << i << ", " << j << "): got "
+                          << dtype_name(dtype) << (tw.w.packed ? " prepared" : "") << " at (" << i << ", " << j << "): got "
                           << out[i * f + j] << " want " << want;
           }
         }

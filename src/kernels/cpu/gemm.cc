@@ -57,20 +57,23 @@ class Scratch {
   int64_t cap_ = 0;
 };
 
-// Blocking parameters of the packed path (in elements).
-constexpr int64_t kKc = 256;         // K block: a W micro-panel (kc x nr f32) stays in L1
-constexpr int64_t kNc = 256;         // columns per block (W block kc x nc in L2)
-constexpr int64_t kMcTarget = 256;   // rows per block (x block mc x kc in L2)
-constexpr int64_t kDotUnit = 32;     // columns per work unit on the small-M path
-constexpr int64_t kMaxDotM = 16;     // largest M that takes the small-M path
+using gemm_detail::kPackedPanels;
+using gemm_detail::kPanel;
+
+const gemm_detail::GemmTuning& tuning() { return gemm_detail::gemm_tuning(); }
+
+constexpr int64_t kDotUnit = 32;  // columns per work unit on the small-M dot path
 constexpr int64_t kMinParallelWork = int64_t{1} << 17;  // multiply-adds
+
+int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
 
 /// One GEMM (or gate/up SwiGLU GEMM) call.
 struct Job {
   const GemmKernels* kr;
   const float* x;
   int64_t m, k;
-  const void* w;
+  const void* w;        // row-major W
+  const void* panels;   // prepare_weight's panels (null: use w)
   DType dtype;
   int64_t n;          // output columns (N, or F for SwiGLU)
   int64_t up_offset;  // SwiGLU: W row of the first `up` row (F); 0 for plain GEMM
@@ -80,8 +83,13 @@ struct Job {
   const GemmEpilogue* epilogue;
   int64_t align;  // epilogue column alignment (1 without epilogue)
 
+  int64_t esize() const { return static_cast<int64_t>(dtype_size(dtype)); }
   const void* w_row(int64_t r) const {
-    return static_cast<const uint8_t*>(w) + r * k * static_cast<int64_t>(dtype_size(dtype));
+    return static_cast<const uint8_t*>(w) + r * k * esize();
+  }
+  /// Prepared panel holding W row r (r a multiple of kPanel), at K offset k0.
+  const void* panel(int64_t r, int64_t k0) const {
+    return static_cast<const uint8_t*>(panels) + ((r / kPanel) * k + k0) * kPanel * esize();
   }
 };
 
@@ -96,11 +104,12 @@ void run(const Job& job, ThreadPool* pool, int64_t units, int64_t min_chunk,
 }
 
 // ------------------------------------------------------------------------------------------
-// Small-M path.
+// Small-M path on row-major W.
 
 void dot_columns(const Job& job, int64_t c0, int64_t c1, float* up_tmp) {
   const GemmKernels& kr = *job.kr;
   const int64_t m = job.m, k = job.k, n = job.n, width = c1 - c0;
+  const int64_t pf = tuning().pf_rows * k;
   float res[6 * kDotRows];
   const void* rows[kDotRows];
   for (int pass = 0; pass < (job.silu ? 2 : 1); ++pass) {
@@ -108,10 +117,12 @@ void dot_columns(const Job& job, int64_t c0, int64_t c1, float* up_tmp) {
     const int64_t row_offset = pass == 0 ? 0 : job.up_offset;
     for (int64_t nb = c0; nb < c1; nb += kDotRows) {
       const int64_t nv = std::min<int64_t>(kDotRows, c1 - nb);
-      for (int r = 0; r < kDotRows; ++r) rows[r] = job.w_row(row_offset + nb + std::min<int64_t>(r, nv - 1));
+      for (int r = 0; r < kDotRows; ++r) {
+        rows[r] = job.w_row(row_offset + nb + std::min<int64_t>(r, nv - 1));
+      }
       for (int64_t i0 = 0; i0 < m; i0 += kr.dot_max_mb) {
         const int mb = static_cast<int>(std::min<int64_t>(kr.dot_max_mb, m - i0));
-        kr.dot(job.dtype, mb, job.x + i0 * k, k, rows, k, res);
+        kr.dot(job.dtype, mb, job.x + i0 * k, k, rows, k, pf, res);
         for (int i = 0; i < mb; ++i) {
           const float* ri = res + i * kDotRows;
           if (pass == 1) {
@@ -137,7 +148,7 @@ void dot_columns(const Job& job, int64_t c0, int64_t c1, float* up_tmp) {
   }
 }
 
-void gemm_small_m(const Job& job, ThreadPool* pool) {
+void gemm_dot(const Job& job, ThreadPool* pool) {
   const int64_t unit = round_up(kDotUnit, job.align);
   const int64_t units = ceil_div(job.n, unit);
   run(job, pool, units, 1, [&](int64_t u0, int64_t u1) {
@@ -152,25 +163,29 @@ void gemm_small_m(const Job& job, ThreadPool* pool) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Large-M path.
+// Panel path: x packed once per call into [M/mr][K][mr]; output blocks of (rows x columns)
+// computed by the mr x nr microkernel over K blocks of kc, with W micro-panels (kc x kPanel)
+// either read in place from prepare_weight's panels (direct: small M, W streamed once) or
+// converted/packed to float32 per K block (amortised over all rows of the block).
 
-struct PackedLayout {
-  int64_t mr, nr, mpanels;
+struct Plan {
+  int64_t mr, mpanels;            // x panels of mr rows (balanced: mr <= kernels' mr)
   int64_t mblocks, panels_per_mblock;
-  int64_t unit, units, units_per_nblock;
+  int64_t unit, units, units_per_block;  // columns: work units (aligned) and blocking
+  int64_t kc;
+  bool direct;  // micro reads prepared panels in the file dtype
 };
 
-/// Rows [m0, m1) (a multiple of mr from m0) x columns [c0, c1) (c0 and c1 multiples of the
-/// epilogue alignment or n): K-blocked packed microkernel, then SwiGLU / epilogue.
-void packed_block(const Job& job, const PackedLayout& lay, const float* xpacked, int64_t m0,
-                  int64_t m1, int64_t c0, int64_t c1) {
+/// Rows [m0, m1) x columns [c0, c1) (c0 and c1 multiples of the unit, or c1 = n).
+void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t m0, int64_t m1,
+                 int64_t c0, int64_t c1) {
   const GemmKernels& kr = *job.kr;
-  const int64_t k = job.k, mr = lay.mr, nr = lay.nr;
+  const int64_t k = job.k, mr = plan.mr;
   const int64_t width = c1 - c0, rows = m1 - m0;
-  const int64_t qpanels = ceil_div(width, nr);
+  const int64_t qpanels = ceil_div(width, kPanel);
   const int64_t sets = job.silu ? 2 : 1;  // SwiGLU: gate panels then up panels
   thread_local Scratch wscratch, cscratch;
-  float* wbuf = wscratch.get(sets * qpanels * nr * std::min(k, kKc));
+  float* wbuf = plan.direct ? nullptr : wscratch.get(sets * qpanels * kPanel * plan.kc);
   // Output target: y directly, or for SwiGLU a [rows][2 * width] gate|up tile.
   float* c = job.y + m0 * job.n + c0;
   int64_t ldc = job.n;
@@ -178,25 +193,54 @@ void packed_block(const Job& job, const PackedLayout& lay, const float* xpacked,
     ldc = 2 * width;
     c = cscratch.get(rows * ldc);
   }
-  for (int64_t pc = 0; pc < k; pc += kKc) {
-    const int64_t kc = std::min(kKc, k - pc);
-    for (int64_t s = 0; s < sets; ++s) {
-      for (int64_t q = 0; q < qpanels; ++q) {
-        const int64_t col = c0 + q * nr;
-        kr.pack_w(job.dtype, job.w_row(s * job.up_offset + col), k, std::min(nr, c1 - col), pc,
-                  kc, wbuf + (s * qpanels + q) * kc * nr);
+  // One microkernel call per (x panel, mr) over W micro-panel wp (row stride kPanel).
+  auto tile = [&](const void* wp, DType wtype, int64_t pc, int64_t kc, int64_t s, int64_t q,
+                  bool acc, int64_t pf) {
+    const int64_t wes = static_cast<int64_t>(dtype_size(wtype));
+    for (int64_t sub = 0; sub < kPanel; sub += kr.nr) {
+      const int64_t n_valid = std::min<int64_t>(kr.nr, width - q * kPanel - sub);
+      if (n_valid <= 0) break;
+      const void* wsub = static_cast<const uint8_t*>(wp) + sub * wes;
+      float* cq = c + s * width + q * kPanel + sub;
+      for (int64_t i = m0; i < m1; i += mr) {
+        const float* xp = xpacked + (i / mr) * k * mr + pc * mr;
+        kr.micro(wtype, static_cast<int>(mr), xp, wsub, kPanel, kc, cq + (i - m0) * ldc, ldc,
+                 static_cast<int>(std::min(mr, m1 - i)), static_cast<int>(n_valid), acc, pf);
       }
     }
-    const bool acc = pc > 0 || (job.accumulate && !job.silu);
+  };
+  if (plan.direct) {
+    // Prepared panels read in place, each panel's K sequentially: one stream through W.
+    const int64_t pf = tuning().panel_pf;
     for (int64_t s = 0; s < sets; ++s) {
       for (int64_t q = 0; q < qpanels; ++q) {
-        const float* wp = wbuf + (s * qpanels + q) * kc * nr;
-        const int n_valid = static_cast<int>(std::min(nr, width - q * nr));
-        float* cq = c + s * width + q * nr;
-        for (int64_t i = m0; i < m1; i += mr) {
-          const float* xp = xpacked + (i / mr) * k * mr + pc * mr;
-          kr.micro(xp, wp, kc, cq + (i - m0) * ldc, ldc, static_cast<int>(std::min(mr, m1 - i)),
-                   n_valid, acc);
+        const int64_t row = s * job.up_offset + c0 + q * kPanel;
+        for (int64_t pc = 0; pc < k; pc += plan.kc) {
+          const int64_t kc = std::min(plan.kc, k - pc);
+          tile(job.panel(row, pc), job.dtype, pc, kc, s, q,
+               pc > 0 || (job.accumulate && !job.silu), pf);
+        }
+      }
+    }
+  } else {
+    for (int64_t pc = 0; pc < k; pc += plan.kc) {
+      const int64_t kc = std::min(plan.kc, k - pc);
+      for (int64_t s = 0; s < sets; ++s) {
+        for (int64_t q = 0; q < qpanels; ++q) {
+          const int64_t row = s * job.up_offset + c0 + q * kPanel;
+          float* dst = wbuf + (s * qpanels + q) * kc * kPanel;
+          if (job.panels != nullptr) {
+            kr.convert(job.dtype, job.panel(row, pc), kc * kPanel, dst);
+          } else {
+            kr.pack_w(job.dtype, job.w_row(row), k,
+                      std::min<int64_t>(kPanel, c1 - (c0 + q * kPanel)), pc, kc, dst);
+          }
+        }
+      }
+      const bool acc = pc > 0 || (job.accumulate && !job.silu);
+      for (int64_t s = 0; s < sets; ++s) {
+        for (int64_t q = 0; q < qpanels; ++q) {
+          tile(wbuf + (s * qpanels + q) * kc * kPanel, DType::kF32, pc, kc, s, q, acc, 0);
         }
       }
     }
@@ -209,46 +253,56 @@ void packed_block(const Job& job, const PackedLayout& lay, const float* xpacked,
   if (job.epilogue != nullptr) job.epilogue->apply(m0, m1, c0, c1, job.y, job.n);
 }
 
-void gemm_packed(const Job& job, ThreadPool* pool) {
+void gemm_panels(const Job& job, ThreadPool* pool) {
   const GemmKernels& kr = *job.kr;
-  PackedLayout lay{};
-  lay.mr = kr.mr;
-  lay.nr = kr.nr;
-  lay.mpanels = ceil_div(job.m, lay.mr);
-  lay.unit = round_up(lay.nr, job.align);
-  lay.units = ceil_div(job.n, lay.unit);
-  const int64_t nc = job.silu ? kNc / 2 : kNc;
-  lay.units_per_nblock = std::max<int64_t>(1, nc / lay.unit);
+  const auto& t = tuning();
+  Plan plan{};
+  // Balanced x panels: M = 32 -> 3 x 11 rather than 14 + 14 + 4.
+  plan.mpanels = ceil_div(job.m, kr.mr);
+  plan.mr = ceil_div(job.m, plan.mpanels);
+  plan.direct = job.panels != nullptr && job.m <= t.max_direct_m;
+  plan.kc = std::min(t.kc, job.k);
+  // Column units: multiples of the epilogue alignment and (prepared panels) of kPanel.
+  plan.unit = job.panels != nullptr ? job.align / gcd(job.align, kPanel) * kPanel
+                                    : round_up(kPanel, job.align);
+  plan.units = ceil_div(job.n, plan.unit);
+  const int64_t nc = job.silu ? t.nc / 2 : t.nc;
+  plan.units_per_block = std::max<int64_t>(1, nc / plan.unit);
   const int threads = pool != nullptr ? pool->num_threads() : 1;
-  lay.mblocks = ceil_div(lay.mpanels * lay.mr, kMcTarget);
+  plan.mblocks = ceil_div(job.m, t.mc);
   // Few columns: split M further so every thread has work.
-  if (lay.units < 2 * threads) lay.mblocks = std::max<int64_t>(lay.mblocks, 2 * threads);
-  lay.mblocks = std::min(lay.mblocks, lay.mpanels);
-  lay.panels_per_mblock = ceil_div(lay.mpanels, lay.mblocks);
-  lay.mblocks = ceil_div(lay.mpanels, lay.panels_per_mblock);
+  if (plan.units < 2 * threads) plan.mblocks = std::max<int64_t>(plan.mblocks, 2 * threads);
+  plan.mblocks = std::min(plan.mblocks, plan.mpanels);
+  plan.panels_per_mblock = ceil_div(plan.mpanels, plan.mblocks);
+  plan.mblocks = ceil_div(plan.mpanels, plan.panels_per_mblock);
 
   // Pack x once: [mpanels][k][mr], shared by all threads.
   thread_local Scratch xscratch;
-  float* xpacked = xscratch.get(lay.mpanels * job.k * lay.mr);
-  run(job, pool, lay.mpanels, 1, [&](int64_t p0, int64_t p1) {
+  float* xpacked = xscratch.get(plan.mpanels * job.k * plan.mr);
+  auto pack = [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t i = p * lay.mr;
-      kr.pack_x(job.x + i * job.k, job.k, std::min(lay.mr, job.m - i), job.k,
-                xpacked + p * job.k * lay.mr);
+      const int64_t i = p * plan.mr;
+      kr.pack_x(job.x + i * job.k, job.k, std::min(plan.mr, job.m - i), job.k,
+                static_cast<int>(plan.mr), xpacked + p * job.k * plan.mr);
     }
-  });
+  };
+  if (plan.mpanels >= 8) {
+    run(job, pool, plan.mpanels, 1, pack);
+  } else {
+    pack(0, plan.mpanels);
+  }
 
-  const int64_t items = lay.mblocks * lay.units;
+  const int64_t items = plan.mblocks * plan.units;
   run(job, pool, items, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t mb = i0 / lay.units; mb * lay.units < i1; ++mb) {
-      const int64_t ua = std::max(i0, mb * lay.units) - mb * lay.units;
-      const int64_t ub = std::min(i1, (mb + 1) * lay.units) - mb * lay.units;
-      const int64_t m0 = mb * lay.panels_per_mblock * lay.mr;
-      const int64_t m1 = std::min(job.m, m0 + lay.panels_per_mblock * lay.mr);
-      for (int64_t u = ua; u < ub; u += lay.units_per_nblock) {
-        const int64_t c0 = u * lay.unit;
-        const int64_t c1 = std::min(job.n, std::min(ub, u + lay.units_per_nblock) * lay.unit);
-        packed_block(job, lay, xpacked, m0, m1, c0, c1);
+    for (int64_t mb = i0 / plan.units; mb * plan.units < i1; ++mb) {
+      const int64_t ua = std::max(i0, mb * plan.units) - mb * plan.units;
+      const int64_t ub = std::min(i1, (mb + 1) * plan.units) - mb * plan.units;
+      const int64_t m0 = mb * plan.panels_per_mblock * plan.mr;
+      const int64_t m1 = std::min(job.m, m0 + plan.panels_per_mblock * plan.mr);
+      for (int64_t u = ua; u < ub; u += plan.units_per_block) {
+        const int64_t c0 = u * plan.unit;
+        const int64_t c1 = std::min(job.n, std::min(ub, u + plan.units_per_block) * plan.unit);
+        panel_block(job, plan, xpacked, m0, m1, c0, c1);
       }
     }
   });
@@ -259,14 +313,21 @@ void dispatch(Job& job, ThreadPool* pool) {
   job.kr = &kernels();
   job.align = 1;
   if (job.epilogue != nullptr) job.align = std::max<int64_t>(1, job.epilogue->column_alignment());
-  if (job.m <= kMaxDotM || job.k == 0) {
-    gemm_small_m(job, pool);
+  if (job.k == 0 || (job.panels == nullptr && job.m <= tuning().max_dot_m)) {
+    gemm_dot(job, pool);
   } else {
-    gemm_packed(job, pool);
+    gemm_panels(job, pool);
   }
 }
 
 }  // namespace
+
+namespace gemm_detail {
+GemmTuning& gemm_tuning() {
+  static GemmTuning t;
+  return t;
+}
+}  // namespace gemm_detail
 
 Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
   if (parts.empty()) return InvalidArgument("concat_rows: no matrices");
@@ -312,7 +373,42 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
   return w;
 }
 
-void prepare_weight(WeightMatrix& /*w*/) {}
+void prepare_weight(WeightMatrix& w) {
+  if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
+    return;
+  }
+  // [ceil(N / 32)][K][32] in the file dtype, rows past N zero: each thread's share of W
+  // becomes one sequential stream, and micro-panels need no transposition per call.
+  const int64_t n = w.rows, k = w.cols, esize = static_cast<int64_t>(dtype_size(w.dtype));
+  const int64_t panels = ceil_div(n, kPanel);
+  const size_t bytes = static_cast<size_t>(round_up(panels * k * kPanel * esize, 64));
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  if (buf == nullptr) throw std::bad_alloc();
+  std::memset(buf, 0, bytes);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  constexpr int64_t kBlock = 64;  // K block of the transposing copy (cache-friendly)
+  for (int64_t p = 0; p < panels; ++p) {
+    uint8_t* dst = buf + p * k * kPanel * esize;
+    const int64_t rows = std::min<int64_t>(kPanel, n - p * kPanel);
+    for (int64_t k0 = 0; k0 < k; k0 += kBlock) {
+      const int64_t k1 = std::min(k, k0 + kBlock);
+      for (int64_t j = 0; j < rows; ++j) {
+        const uint8_t* row = src + ((p * kPanel + j) * k) * esize;
+        if (esize == 4) {
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            std::memcpy(dst + (kk * kPanel + j) * 4, row + kk * 4, 4);
+          }
+        } else {
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            std::memcpy(dst + (kk * kPanel + j) * 2, row + kk * 2, 2);
+          }
+        }
+      }
+    }
+  }
+  w.packed = std::shared_ptr<const void>(buf, [](const void* q) { std::free(const_cast<void*>(q)); });
+  w.packed_format = kPackedPanels;
+}
 
 void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
           GemmOutput mode, const GemmEpilogue* epilogue) {
@@ -321,6 +417,7 @@ void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool
   job.m = m;
   job.k = w.cols;
   job.w = w.data;
+  job.panels = w.packed_format == kPackedPanels ? w.packed.get() : nullptr;
   job.dtype = w.dtype;
   job.n = w.rows;
   job.silu = false;
@@ -340,6 +437,10 @@ void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float
   job.dtype = gate_up.dtype;
   job.n = gate_up.rows / 2;
   job.up_offset = job.n;
+  // Prepared panels pair gate row j with up row F + j only when F is a panel multiple.
+  if (gate_up.packed_format == kPackedPanels && job.n % kPanel == 0) {
+    job.panels = gate_up.packed.get();
+  }
   job.silu = true;
   job.y = out;
   job.accumulate = false;

@@ -13,34 +13,59 @@ namespace llmserve::gemm_detail {
 /// Rows of W handled together by the dot-product (small-M) kernel.
 inline constexpr int kDotRows = 4;
 
+/// Width of a W micro-panel (columns = rows of W) in the packed layouts: prepare_weight's
+/// [ceil(N/32)][K][32] panels in the file dtype (packed_format 1), and the float32 panels the
+/// packed path builds per K block. The microkernels read them with row stride kPanel.
+inline constexpr int kPanel = 32;
+inline constexpr int32_t kPackedPanels = 1;  // WeightMatrix::packed_format
+
 struct GemmKernels {
   const char* name;
-  /// Microkernel tile: mr rows of x by nr columns (rows of W).
+  /// Microkernel: up to mr rows of x by nr columns (nr divides kPanel).
   int mr, nr;
   /// Most x rows one dot() call handles (its register tile is dot_max_mb x kDotRows).
   int dot_max_mb;
 
-  /// Small-M kernel: out[i * kDotRows + r] = dot(x[i, 0:k], rows[r][0:k]) for i < mb,
-  /// r < kDotRows; x row stride ldx floats; rows[] point at W rows in `dtype`.
+  /// Small-M kernel on row-major W: out[i * kDotRows + r] = dot(x[i, 0:k], rows[r][0:k]) for
+  /// i < mb, r < kDotRows; x row stride ldx floats; rows[] point at W rows in `dtype`. When
+  /// pf > 0, prefetches the same offsets pf elements further along each row (the next tile).
   void (*dot)(DType dtype, int mb, const float* x, int64_t ldx, const void* const* rows,
-              int64_t k, float* out);
+              int64_t k, int64_t pf, float* out);
 
-  /// Packs x[0:m_valid, 0:k] (row stride ldx) as [k][mr] (zero rows past m_valid).
-  void (*pack_x)(const float* x, int64_t ldx, int64_t m_valid, int64_t k, float* dst);
+  /// Packs x[0:m_valid, 0:k] (row stride ldx) as [k][mr] (zero rows past m_valid; mr <= the
+  /// table's mr).
+  void (*pack_x)(const float* x, int64_t ldx, int64_t m_valid, int64_t k, int mr, float* dst);
 
-  /// Packs W[0:n_valid, k0:k0+kc] (row stride ldw elements, `dtype`) converted to float32 as
-  /// [kc][nr] (zero columns past n_valid).
+  /// Packs row-major W[0:n_valid, k0:k0+kc] (row stride ldw elements, `dtype`) converted to
+  /// float32 as [kc][kPanel] (zero columns past n_valid).
   void (*pack_w)(DType dtype, const void* w, int64_t ldw, int64_t n_valid, int64_t k0,
                  int64_t kc, float* dst);
 
-  /// c[0:m_valid, 0:n_valid] (row stride ldc) = (or += when accumulate) xp · wp over kc,
-  /// xp packed [kc][mr] (row stride mr), wp packed [kc][nr].
-  void (*micro)(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc,
-                int m_valid, int n_valid, bool accumulate);
+  /// dst[0:n] = src[0:n] converted to float32 (n a multiple of 16).
+  void (*convert)(DType dtype, const void* src, int64_t n, float* dst);
+
+  /// c[0:m_valid, 0:n_valid] (row stride ldc) = (or += when accumulate) xp · w over kc:
+  /// xp packed [kc][mr] (1 <= mr <= the table's mr), w element (k, j) at w + k * ldw + j in
+  /// `wtype` (j < nr, converted in registers). pf_bytes > 0: prefetch w that far ahead.
+  void (*micro)(DType wtype, int mr, const float* xp, const void* w, int64_t ldw, int64_t kc,
+                float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
+                int64_t pf_bytes);
 
   /// out[i] = silu(g[i]) * u[i] (out may alias g or u).
   void (*silu_mul)(const float* g, const float* u, float* out, int64_t n);
 };
+
+/// Tuning knobs (benchmark experiments only; defaults are the measured best).
+struct GemmTuning {
+  int64_t pf_rows = 6;
+  int64_t kc = 256;
+  int64_t nc = 256;
+  int64_t mc = 512;
+  int64_t max_dot_m = 16;     // row-major W: largest M on the dot path
+  int64_t max_direct_m = 32;  // prepared W: largest M reading panels directly (no f32 copy)
+  int64_t panel_pf = 4096;       // prepared W, direct: prefetch distance in bytes
+};
+GemmTuning& gemm_tuning();
 
 const GemmKernels& gemm_kernels_avx2();
 /// Only callable when cpu_isa() >= CpuIsa::kAvx512.

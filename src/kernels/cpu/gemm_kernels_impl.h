@@ -13,12 +13,17 @@ namespace {
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+inline const void* advance(const void* base, DType d, int64_t elems) {
+  return static_cast<const uint8_t*>(base) + elems * static_cast<int64_t>(dtype_size(d));
+}
+
 // ---------------------------------------------------------------------------------------
 // Small M: dot-product orientation. A tile of kDotRows W rows x MB x rows; each W vector is
 // loaded (and converted) once and multiplied into all MB rows; 16-lane (8-lane) partial sums
 // are reduced at the end.
 template <class V, DType D, int MB>
-void dot_tile(const float* x, int64_t ldx, const void* const* rows, int64_t k, float* out) {
+void dot_tile(const float* x, int64_t ldx, const void* const* rows, int64_t k, int64_t pf,
+              float* out) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   static_assert(kDotRows == 4);
@@ -36,6 +41,12 @@ void dot_tile(const float* x, int64_t ldx, const void* const* rows, int64_t k, f
   const void* r3 = rows[3];
   int64_t kk = 0;
   for (; kk + L <= k; kk += L) {
+    if (pf > 0) {
+      _mm_prefetch(static_cast<const char*>(advance(r0, D, kk + pf)), _MM_HINT_T0);
+      _mm_prefetch(static_cast<const char*>(advance(r1, D, kk + pf)), _MM_HINT_T0);
+      _mm_prefetch(static_cast<const char*>(advance(r2, D, kk + pf)), _MM_HINT_T0);
+      _mm_prefetch(static_cast<const char*>(advance(r3, D, kk + pf)), _MM_HINT_T0);
+    }
     const vec w0 = V::template loadw<D>(r0, kk);
     const vec w1 = V::template loadw<D>(r1, kk);
     const vec w2 = V::template loadw<D>(r2, kk);
@@ -70,47 +81,51 @@ void dot_tile(const float* x, int64_t ldx, const void* const* rows, int64_t k, f
 
 template <class V, DType D>
 void dot_dtype(int mb, const float* x, int64_t ldx, const void* const* rows, int64_t k,
-               float* out) {
+               int64_t pf, float* out) {
   static_assert(V::kDotMaxMb <= 6);
   switch (mb) {
-    case 1: return dot_tile<V, D, 1>(x, ldx, rows, k, out);
-    case 2: return dot_tile<V, D, (V::kDotMaxMb >= 2 ? 2 : 1)>(x, ldx, rows, k, out);
-    case 3: return dot_tile<V, D, (V::kDotMaxMb >= 3 ? 3 : 1)>(x, ldx, rows, k, out);
-    case 4: return dot_tile<V, D, (V::kDotMaxMb >= 4 ? 4 : 1)>(x, ldx, rows, k, out);
-    case 5: return dot_tile<V, D, (V::kDotMaxMb >= 5 ? 5 : 1)>(x, ldx, rows, k, out);
-    default: return dot_tile<V, D, (V::kDotMaxMb >= 6 ? 6 : 1)>(x, ldx, rows, k, out);
+    case 1: return dot_tile<V, D, 1>(x, ldx, rows, k, pf, out);
+    case 2: return dot_tile<V, D, (V::kDotMaxMb >= 2 ? 2 : 1)>(x, ldx, rows, k, pf, out);
+    case 3: return dot_tile<V, D, (V::kDotMaxMb >= 3 ? 3 : 1)>(x, ldx, rows, k, pf, out);
+    case 4: return dot_tile<V, D, (V::kDotMaxMb >= 4 ? 4 : 1)>(x, ldx, rows, k, pf, out);
+    case 5: return dot_tile<V, D, (V::kDotMaxMb >= 5 ? 5 : 1)>(x, ldx, rows, k, pf, out);
+    default: return dot_tile<V, D, (V::kDotMaxMb >= 6 ? 6 : 1)>(x, ldx, rows, k, pf, out);
   }
 }
 
 template <class V>
 void dot(DType dtype, int mb, const float* x, int64_t ldx, const void* const* rows, int64_t k,
-         float* out) {
+         int64_t pf, float* out) {
   switch (dtype) {
-    case DType::kF32: return dot_dtype<V, DType::kF32>(mb, x, ldx, rows, k, out);
-    case DType::kF16: return dot_dtype<V, DType::kF16>(mb, x, ldx, rows, k, out);
-    case DType::kBF16: return dot_dtype<V, DType::kBF16>(mb, x, ldx, rows, k, out);
+    case DType::kF32: return dot_dtype<V, DType::kF32>(mb, x, ldx, rows, k, pf, out);
+    case DType::kF16: return dot_dtype<V, DType::kF16>(mb, x, ldx, rows, k, pf, out);
+    case DType::kBF16: return dot_dtype<V, DType::kBF16>(mb, x, ldx, rows, k, pf, out);
   }
 }
 
 // ---------------------------------------------------------------------------------------
-// Large M: GotoBLAS-style microkernel over packed panels. x packed [kc][MR], W packed
-// [kc][NV * L] in float32; MR x NV vector accumulators; each x element is broadcast once per
-// k and multiplied into NV W vectors.
-template <class V, int MR, int NV>
-void micro(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int m_valid,
-           int n_valid, bool accumulate) {
+// GotoBLAS-style microkernel: x packed [kc][MR] f32, W micro-panel (kc x NV*L) in dtype D with
+// row stride ldw; MR x NV vector accumulators; each x element is broadcast once per k and
+// multiplied into NV W vectors (converted in registers when D is 16-bit).
+template <class V, DType D, int MR, int NV>
+void micro(const float* xp, const void* w, int64_t ldw, int64_t kc, float* c, int64_t ldc,
+           int m_valid, int n_valid, bool accumulate, int64_t pf_bytes) {
   using vec = typename V::vec;
   constexpr int L = V::L;
+  constexpr int64_t esize = D == DType::kF32 ? 4 : 2;
   vec acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
   }
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t wstep = ldw * esize;
   for (int64_t k = 0; k < kc; ++k) {
+    if (pf_bytes > 0) _mm_prefetch(reinterpret_cast<const char*>(wb + pf_bytes), _MM_HINT_T0);
     vec b[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) b[j] = V::load(wp + j * L);
+    for (int j = 0; j < NV; ++j) b[j] = V::template loadw<D>(wb, j * L);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const vec a = V::set1(xp[i]);
@@ -118,7 +133,7 @@ void micro(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, 
       for (int j = 0; j < NV; ++j) acc[i][j] = V::fma(a, b[j], acc[i][j]);
     }
     xp += MR;
-    wp += NV * L;
+    wb += wstep;
   }
   if (m_valid == MR && n_valid == NV * L) {
 #pragma GCC unroll 16
@@ -153,58 +168,111 @@ void micro(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, 
   }
 }
 
-template <class V, int MR>
-void pack_x(const float* x, int64_t ldx, int64_t m_valid, int64_t k, float* dst) {
-  for (int64_t i = 0; i < MR; ++i) {
-    if (i < m_valid) {
-      const float* xi = x + i * ldx;
-      for (int64_t kk = 0; kk < k; ++kk) dst[kk * MR + i] = xi[kk];
-    } else {
-      for (int64_t kk = 0; kk < k; ++kk) dst[kk * MR + i] = 0.0f;
+template <class V, DType D, int MR>
+void micro_mr(int mr, const float* xp, const void* w, int64_t ldw, int64_t kc, float* c,
+              int64_t ldc, int m_valid, int n_valid, bool accumulate, int64_t pf_bytes) {
+  if constexpr (MR > 1) {
+    if (mr < MR) {
+      return micro_mr<V, D, MR - 1>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid, accumulate,
+                                    pf_bytes);
     }
   }
+  micro<V, D, MR, V::kNv>(xp, w, ldw, kc, c, ldc, m_valid, n_valid, accumulate, pf_bytes);
 }
 
-template <DType D>
-inline float scalar_w(const void* base, int64_t idx) {
-  if constexpr (D == DType::kF32) {
-    return static_cast<const float*>(base)[idx];
-  } else if constexpr (D == DType::kBF16) {
-    // Local conversions (not dtype.h's inline functions: an out-of-line copy compiled with
-    // AVX-512 enabled must never be picked by the linker for baseline code).
-    const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[idx]) << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, 4);
-    return f;
-  } else {
-    return _cvtsh_ss(static_cast<const uint16_t*>(base)[idx]);
+template <class V>
+void micro_any(DType wtype, int mr, const float* xp, const void* w, int64_t ldw, int64_t kc,
+               float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
+               int64_t pf_bytes) {
+  switch (wtype) {
+    case DType::kF32:
+      return micro_mr<V, DType::kF32, V::kMr>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid,
+                                              accumulate, pf_bytes);
+    case DType::kF16:
+      return micro_mr<V, DType::kF16, V::kMr>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid,
+                                              accumulate, pf_bytes);
+    case DType::kBF16:
+      return micro_mr<V, DType::kBF16, V::kMr>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid,
+                                               accumulate, pf_bytes);
   }
 }
 
-inline const void* advance(const void* base, DType d, int64_t elems) {
-  return static_cast<const uint8_t*>(base) + elems * static_cast<int64_t>(dtype_size(d));
+/// dst[k][mr] = x[0:m_valid, k] (zero rows past m_valid): L x L register transposes.
+template <class V>
+void pack_x(const float* x, int64_t ldx, int64_t m_valid, int64_t k, int mr, float* dst) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  for (int64_t k0 = 0; k0 < k; k0 += L) {
+    const int kn = static_cast<int>(min64(L, k - k0));
+    vec r[L];
+#pragma GCC unroll 16
+    for (int i = 0; i < L; ++i) {
+      if (i < m_valid && i < mr) {
+        r[i] = kn == L ? V::load(x + i * ldx + k0) : V::load_n(x + i * ldx + k0, kn);
+      } else {
+        r[i] = V::zero();
+      }
+    }
+    V::transpose(r);
+    for (int t = 0; t < kn; ++t) V::store_n(dst + (k0 + t) * mr, r[t], mr);
+  }
 }
 
-template <class V, int NR, DType D>
+/// dst[kc][kPanel] = W[0:n_valid, k0:k0+kc] in float32 (zero columns past n_valid): rows are
+/// loaded L elements at a time (converted on load) and transposed in registers.
+template <class V, DType D>
 void pack_w_dtype(const void* w, int64_t ldw, int64_t n_valid, int64_t k0, int64_t kc,
                   float* dst) {
-  for (int64_t j = 0; j < NR; ++j) {
-    if (j < n_valid) {
-      const void* row = advance(w, D, j * ldw + k0);
-      for (int64_t kk = 0; kk < kc; ++kk) dst[kk * NR + j] = scalar_w<D>(row, kk);
-    } else {
-      for (int64_t kk = 0; kk < kc; ++kk) dst[kk * NR + j] = 0.0f;
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  static_assert(kPanel % L == 0);
+  for (int64_t kb = 0; kb < kc; kb += L) {
+    const int kn = static_cast<int>(min64(L, kc - kb));
+#pragma GCC unroll 4
+    for (int g = 0; g < kPanel / L; ++g) {
+      vec r[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) {
+        const int64_t row = g * L + i;
+        if (row < n_valid) {
+          const void* p = advance(w, D, row * ldw);
+          r[i] = kn == L ? V::template loadw<D>(p, k0 + kb)
+                         : V::template loadw_n<D>(p, k0 + kb, kn);
+        } else {
+          r[i] = V::zero();
+        }
+      }
+      V::transpose(r);
+      for (int t = 0; t < kn; ++t) V::store(dst + (kb + t) * kPanel + g * L, r[t]);
     }
   }
 }
 
-template <class V, int NR>
+template <class V>
 void pack_w(DType dtype, const void* w, int64_t ldw, int64_t n_valid, int64_t k0, int64_t kc,
             float* dst) {
   switch (dtype) {
-    case DType::kF32: return pack_w_dtype<V, NR, DType::kF32>(w, ldw, n_valid, k0, kc, dst);
-    case DType::kF16: return pack_w_dtype<V, NR, DType::kF16>(w, ldw, n_valid, k0, kc, dst);
-    case DType::kBF16: return pack_w_dtype<V, NR, DType::kBF16>(w, ldw, n_valid, k0, kc, dst);
+    case DType::kF32: return pack_w_dtype<V, DType::kF32>(w, ldw, n_valid, k0, kc, dst);
+    case DType::kF16: return pack_w_dtype<V, DType::kF16>(w, ldw, n_valid, k0, kc, dst);
+    case DType::kBF16: return pack_w_dtype<V, DType::kBF16>(w, ldw, n_valid, k0, kc, dst);
+  }
+}
+
+template <class V, DType D>
+void convert_dtype(const void* src, int64_t n, float* dst) {
+  constexpr int L = V::L;
+  for (int64_t i = 0; i < n; i += 2 * L) {
+    V::store(dst + i, V::template loadw<D>(src, i));
+    V::store(dst + i + L, V::template loadw<D>(src, i + L));
+  }
+}
+
+template <class V>
+void convert(DType dtype, const void* src, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::kF32: return convert_dtype<V, DType::kF32>(src, n, dst);
+    case DType::kF16: return convert_dtype<V, DType::kF16>(src, n, dst);
+    case DType::kBF16: return convert_dtype<V, DType::kBF16>(src, n, dst);
   }
 }
 
@@ -254,9 +322,10 @@ GemmKernels make_kernels(const char* name) {
   k.nr = V::kNv * V::L;
   k.dot_max_mb = V::kDotMaxMb;
   k.dot = &dot<V>;
-  k.pack_x = &pack_x<V, V::kMr>;
-  k.pack_w = &pack_w<V, V::kNv * V::L>;
-  k.micro = &micro<V, V::kMr, V::kNv>;
+  k.pack_x = &pack_x<V>;
+  k.pack_w = &pack_w<V>;
+  k.convert = &convert<V>;
+  k.micro = &micro_any<V>;
   k.silu_mul = &silu_mul<V>;
   return k;
 }
