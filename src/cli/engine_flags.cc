@@ -54,7 +54,13 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("--seed", c.seed, "Default seed for requests that give none")
       ->capture_default_str();
   app.add_option("--attention-backend", c.attention_backend,
-                 "Attention implementation: reference")
+                 "Attention implementation: flash (tiled, online softmax) or naive (reference: "
+                 "materialises the score matrix)")
+      ->check(CLI::IsMember({"flash", "naive", "reference"}))
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", v.kv_cache_dtype,
+                 "KV cache element type: auto (the model's weight dtype), f32, bf16 or f16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}))
       ->capture_default_str();
   app.add_option("--log-level", v.log_level, "Log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
@@ -97,6 +103,11 @@ Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v) {
       v.prefill_policy == "mixed" ? PrefillPolicy::kMixed : PrefillPolicy::kPrefillFirst;
   c.scheduler.policy =
       v.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
+  const std::string& kd = v.kv_cache_dtype;
+  if (kd == "f32" || kd == "float32") c.cache.kv_cache_dtype = DType::kF32;
+  else if (kd == "bf16" || kd == "bfloat16") c.cache.kv_cache_dtype = DType::kBF16;
+  else if (kd == "f16" || kd == "float16") c.cache.kv_cache_dtype = DType::kF16;
+  else c.cache.kv_cache_dtype.reset();
   if (!v.kv_cache_memory.empty()) {
     LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_memory_bytes, parse_bytes(v.kv_cache_memory));
   }

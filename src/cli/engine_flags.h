@@ -17,6 +17,7 @@ struct EngineFlagValues {
   std::string batching = "continuous";
   std::string prefill_policy = "prefill-first";
   std::string scheduling_policy = "fcfs";
+  std::string kv_cache_dtype = "auto";
 };
 
 /// Adds MODEL (positional) and every engine flag to `app`.

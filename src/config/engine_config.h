@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/dtype.h"
@@ -17,7 +18,9 @@ struct CacheConfig {
   int32_t block_size = 16;          // tokens per KV block (--block-size)
   int64_t kv_cache_memory_bytes = 0;  // --kv-cache-memory; 0 = default budget
   int32_t num_kv_blocks = 0;        // --num-kv-blocks; overrides the memory budget when > 0
-  DType kv_cache_dtype = DType::kF32;
+  /// --kv-cache-dtype: element type of the KV cache; nullopt ("auto") = the model's weight
+  /// dtype (vLLM's "auto").
+  std::optional<DType> kv_cache_dtype;
 
   Status validate() const;
 };
@@ -66,7 +69,7 @@ struct EngineConfig {
   std::string served_model_name;  // --served-model-name; default: file stem
   int32_t num_threads = 0;      // --threads; 0 = physical cores
   uint64_t seed = 0;            // engine default seed for requests without one
-  std::string attention_backend = "reference";  // --attention-backend
+  std::string attention_backend = "flash";  // --attention-backend: flash | naive
   CacheConfig cache;
   SchedulerConfig scheduler;
 

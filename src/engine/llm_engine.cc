@@ -100,7 +100,9 @@ Status EngineCore::init(const EngineConfig& config) {
   pool_ = std::make_unique<ThreadPool>(config_.num_threads);
 
   const int32_t bs = config_.cache.block_size;
-  const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs);
+  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(mc.weight_dtype);
+  config_.cache.kv_cache_dtype = kv_dtype;
+  const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs, kv_dtype);
   int64_t num_blocks = config_.cache.num_kv_blocks;
   if (num_blocks == 0) {
     const int64_t budget = config_.cache.kv_cache_memory_bytes > 0
@@ -129,12 +131,15 @@ Status EngineCore::init(const EngineConfig& config) {
   LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(config_.attention_backend));
   LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
-                                                     config_.cache.num_kv_blocks, bs, pool_.get()));
+                                                     config_.cache.num_kv_blocks, bs, kv_dtype,
+                                                     pool_.get()));
   spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}), vocab {}, "
-               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB, {} threads",
+               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} threads, "
+               "attention {}",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
                mc.n_kv_heads, mc.attention_type(), mc.vocab_size, max_model_len_, num_blocks,
-               bs, num_blocks * block_bytes / 1048576.0, config_.num_threads);
+               bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
+               config_.attention_backend);
   return Status::Ok();
 }
 

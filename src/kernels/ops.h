@@ -1,5 +1,5 @@
-// Elementwise and GEMM kernels used by the model layers. All activations are float32,
-// row-major; weights may be f32, f16 or bf16 and are converted on the fly (never up front).
+// Elementwise kernels used by the model layers (GEMM: kernels/gemm.h). Activations are
+// float32, row-major.
 #pragma once
 
 #include <cstdint>
@@ -7,21 +7,9 @@
 #include "common/dtype.h"
 #include "common/thread_pool.h"
 #include "config/model_config.h"
+#include "kernels/gemm.h"
 
 namespace llmserve {
-
-/// A weight matrix W[N, K] (row-major, out_features x in_features) in its file dtype.
-struct WeightMatrix {
-  const void* data = nullptr;
-  DType dtype = DType::kF32;
-  int64_t rows = 0;  // N (out features)
-  int64_t cols = 0;  // K (in features)
-};
-
-/// y[M, N] = x[M, K] · W[N, K]^T. Each weight row is read once per call and applied to all M
-/// activation rows (so a batched step reads the weights once for every sequence).
-/// Parallel over N on `pool` (may be null = single thread).
-void matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool);
 
 /// Converts n elements of `src` (dtype) to float32.
 void to_f32(const void* src, DType dtype, int64_t n, float* dst);
@@ -35,6 +23,19 @@ void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 /// `inv_freq` holds the head_dim/2 frequencies. Pairing per `style`.
 void rope(float* x, int32_t num_heads, int32_t head_dim, int32_t pos, const float* inv_freq,
           RopeStyle style);
+
+/// Residual add fused with RMSNorm (vLLM's fused_add_rms_norm), one pass over the row:
+/// x[i] += delta[i], then out = rmsnorm(x) as above. out may not alias x or delta.
+void fused_add_rmsnorm(float* x, const float* delta, const float* weight, float* out, int64_t n,
+                       float eps);
+
+/// cos/sin tables for RoPE at one position: cos_out[i] = cos(pos * inv_freq[i]),
+/// sin_out[i] = sin(pos * inv_freq[i]) for i < half (= head_dim / 2).
+void rope_cos_sin(int32_t pos, const float* inv_freq, int32_t half, float* cos_out,
+                  float* sin_out);
+
+/// RoPE on one head x[head_dim] with precomputed cos/sin [head_dim / 2] (see rope()).
+void rope_head(float* x, int32_t head_dim, const float* cos, const float* sin, RopeStyle style);
 
 /// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU, Shazeer 2020).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -1,9 +1,11 @@
 #include "models/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/ops.h"
 
 namespace llmserve {
@@ -11,10 +13,58 @@ namespace {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // [dim]
-  WeightMatrix wq, wk, wv, wo;   // [n_heads*hd, dim], [n_kv*hd, dim] x2, [dim, n_heads*hd]
+  WeightMatrix w_qkv;            // [(n_heads + 2 n_kv) * hd, dim] = Wq; Wk; Wv stacked
+  WeightMatrix wo;               // [dim, n_heads*hd]
   std::vector<float> ffn_norm;   // [dim]
-  WeightMatrix w_gate, w_up;     // [ffn, dim]
+  WeightMatrix w_gate_up;        // [2 ffn, dim] = Wgate; Wup stacked
   WeightMatrix w_down;           // [dim, ffn]
+};
+
+/// Epilogue of the fused QKV projection (vLLM's rotary_embedding + reshape_and_cache in the
+/// GEMM's tile epilogue): for each finished [tokens x heads] tile of y = x·[Wq;Wk;Wv]^T it
+/// applies RoPE to the Q and K heads, copies Q to the attention input and stores K and V into
+/// the paged cache at the tokens' slots (converted to the cache dtype), while the tile is hot.
+class QkvEpilogue final : public GemmEpilogue {
+ public:
+  QkvEpilogue(const ModelConfig& c, const float* cos, const float* sin, const int64_t* slots,
+              KVCacheLayer cache, float* q_out)
+      : hd_(c.head_dim), q_dim_(int64_t{c.n_heads} * c.head_dim),
+        kv_dim_(int64_t{c.n_kv_heads} * c.head_dim), style_(c.rope_style), cos_(cos),
+        sin_(sin), slots_(slots), cache_(cache), q_out_(q_out) {}
+
+  int64_t column_alignment() const override { return hd_; }
+
+  void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
+             int64_t ldy) const override {
+    const int32_t half = hd_ / 2;
+    for (int64_t t = m0; t < m1; ++t) {
+      const float* c = cos_ + t * half;
+      const float* s = sin_ + t * half;
+      for (int64_t col = n0; col < n1; col += hd_) {
+        float* head = y + t * ldy + col;
+        if (col < q_dim_) {  // query head
+          rope_head(head, hd_, c, s, style_);
+          std::copy_n(head, hd_, q_out_ + t * q_dim_ + col);
+        } else if (col < q_dim_ + kv_dim_) {  // key head: RoPE, then into the cache
+          rope_head(head, hd_, c, s, style_);
+          store_kv_values(cache_.k, cache_.dtype, slots_[t] * kv_dim_ + (col - q_dim_), head,
+                          hd_);
+        } else {  // value head
+          store_kv_values(cache_.v, cache_.dtype,
+                          slots_[t] * kv_dim_ + (col - q_dim_ - kv_dim_), head, hd_);
+        }
+      }
+    }
+  }
+
+ private:
+  int32_t hd_;
+  int64_t q_dim_, kv_dim_;
+  RopeStyle style_;
+  const float *cos_, *sin_;
+  const int64_t* slots_;
+  KVCacheLayer cache_;
+  float* q_out_;
 };
 
 /// Loads tensors by GGUF name and checks their shapes against the config.
@@ -70,15 +120,25 @@ class LlamaModel final : public Model {
       const std::string p = "blk." + std::to_string(i) + ".";
       LayerWeights& l = layers_[i];
       LLMS_ASSIGN_OR_RETURN(l.attn_norm, w.vector(p + "attn_norm.weight", dim));
-      LLMS_ASSIGN_OR_RETURN(l.wq, w.matrix(p + "attn_q.weight", q_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(l.wk, w.matrix(p + "attn_k.weight", kv_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(l.wv, w.matrix(p + "attn_v.weight", kv_dim, dim));
+      // Q, K, V (and gate, up) are stacked into one matrix each at load time, so that one
+      // GEMM reads the normalised activations once (same dtype as the file; a copy).
+      WeightMatrix qkv[3], gate_up[2];
+      LLMS_ASSIGN_OR_RETURN(qkv[0], w.matrix(p + "attn_q.weight", q_dim, dim));
+      LLMS_ASSIGN_OR_RETURN(qkv[1], w.matrix(p + "attn_k.weight", kv_dim, dim));
+      LLMS_ASSIGN_OR_RETURN(qkv[2], w.matrix(p + "attn_v.weight", kv_dim, dim));
+      LLMS_ASSIGN_OR_RETURN(l.w_qkv, concat_rows(qkv));
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, q_dim));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
-      LLMS_ASSIGN_OR_RETURN(l.w_gate, w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(l.w_up, w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
+      LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
+      LLMS_ASSIGN_OR_RETURN(gate_up[1], w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
+      LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
       LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
+      prepare_weight(l.w_qkv);
+      prepare_weight(l.wo);
+      prepare_weight(l.w_gate_up);
+      prepare_weight(l.w_down);
     }
+    if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);
     return Status::Ok();
   }
 
@@ -88,46 +148,50 @@ class LlamaModel final : public Model {
                const AttentionBackend& attention, ThreadPool* pool, float* logits) override {
     const int64_t T = b.num_tokens, dim = cfg_.dim, hd = cfg_.head_dim;
     const int64_t q_dim = cfg_.n_heads * hd, kv_dim = cfg_.n_kv_heads * hd;
+    const int32_t half = cfg_.head_dim / 2;
+    const float eps = cfg_.rms_norm_eps;
     resize_scratch(T);
     const size_t emb_row = dim * dtype_size(embedding_.dtype);
-    for (int64_t t = 0; t < T; ++t)
+    for (int64_t t = 0; t < T; ++t) {
       to_f32(static_cast<const uint8_t*>(embedding_.data) + b.token_ids[t] * emb_row,
              embedding_.dtype, dim, &x_[t * dim]);
+      // RoPE angles depend only on the position: computed once per step, used by all layers.
+      rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half],
+                   &rope_sin_[t * half]);
+    }
 
     const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
                                1.0f / std::sqrt(static_cast<float>(hd))};
+    for (int64_t t = 0; t < T; ++t)
+      rmsnorm(&x_[t * dim], layers_[0].attn_norm.data(), &xn_[t * dim], dim, eps);
     for (int32_t li = 0; li < cfg_.n_layers; ++li) {
       const LayerWeights& l = layers_[li];
-      // Attention block.
-      for (int64_t t = 0; t < T; ++t)
-        rmsnorm(&x_[t * dim], l.attn_norm.data(), &xn_[t * dim], dim, cfg_.rms_norm_eps);
-      matmul(xn_.data(), T, l.wq, q_.data(), pool);
-      matmul(xn_.data(), T, l.wk, k_.data(), pool);
-      matmul(xn_.data(), T, l.wv, v_.data(), pool);
-      for (int64_t t = 0; t < T; ++t) {
-        rope(&q_[t * q_dim], cfg_.n_heads, cfg_.head_dim, b.positions[t], inv_freq_.data(),
-             cfg_.rope_style);
-        rope(&k_[t * kv_dim], cfg_.n_kv_heads, cfg_.head_dim, b.positions[t], inv_freq_.data(),
-             cfg_.rope_style);
-      }
-      attention.write_kv(b.attn, shape, k_.data(), v_.data(), kv_cache[li]);
+      // Attention block: one QKV GEMM whose epilogue applies RoPE and writes K/V to the cache.
+      const QkvEpilogue qkv_epilogue(cfg_, rope_cos_.data(), rope_sin_.data(),
+                                     b.attn.slot_mapping, kv_cache[li], q_.data());
+      gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
       attention.forward(b.attn, shape, q_.data(), kv_cache[li], att_.data(), pool);
-      matmul(att_.data(), T, l.wo, xn_.data(), pool);
-      add_inplace(x_.data(), xn_.data(), T * dim);
-      // MLP block.
+      gemm(att_.data(), T, l.wo, delta_.data(), pool);
+      // Residual add fused with the MLP's RMSNorm.
       for (int64_t t = 0; t < T; ++t)
-        rmsnorm(&x_[t * dim], l.ffn_norm.data(), &xn_[t * dim], dim, cfg_.rms_norm_eps);
-      matmul(xn_.data(), T, l.w_gate, gate_.data(), pool);
-      matmul(xn_.data(), T, l.w_up, up_.data(), pool);
-      silu_mul(gate_.data(), up_.data(), gate_.data(), T * cfg_.ffn_dim);
-      matmul(gate_.data(), T, l.w_down, xn_.data(), pool);
-      add_inplace(x_.data(), xn_.data(), T * dim);
+        fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], l.ffn_norm.data(), &xn_[t * dim], dim,
+                          eps);
+      // MLP block: gate and up in one GEMM with SiLU·mul in its epilogue, then down.
+      gemm_silu_mul(xn_.data(), T, l.w_gate_up, h_.data(), pool);
+      gemm(h_.data(), T, l.w_down, delta_.data(), pool);
+      if (li + 1 < cfg_.n_layers) {
+        for (int64_t t = 0; t < T; ++t)
+          fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], layers_[li + 1].attn_norm.data(),
+                            &xn_[t * dim], dim, eps);
+      }
     }
-    // Final norm and classifier only for the rows that need logits.
-    for (int32_t i = 0; i < b.num_logits; ++i)
-      rmsnorm(&x_[int64_t{b.logits_indices[i]} * dim], final_norm_.data(), &xn_[i * dim], dim,
-              cfg_.rms_norm_eps);
-    matmul(xn_.data(), b.num_logits, classifier_, logits, pool);
+    // Last residual add + final norm only for the rows that need logits.
+    for (int32_t i = 0; i < b.num_logits; ++i) {
+      const int64_t t = b.logits_indices[i];
+      fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], final_norm_.data(), &xn_[i * dim], dim,
+                        eps);
+    }
+    gemm(xn_.data(), b.num_logits, classifier_, logits, pool);
   }
 
  private:
@@ -137,13 +201,14 @@ class LlamaModel final : public Model {
     const int64_t q_dim = int64_t{cfg_.n_heads} * cfg_.head_dim;
     const int64_t kv_dim = int64_t{cfg_.n_kv_heads} * cfg_.head_dim;
     x_.resize(T * cfg_.dim);
-    xn_.resize(T * std::max<int64_t>(cfg_.dim, q_dim));
+    xn_.resize(T * cfg_.dim);
+    delta_.resize(T * cfg_.dim);
+    qkv_.resize(T * (q_dim + 2 * kv_dim));
     q_.resize(T * q_dim);
     att_.resize(T * q_dim);
-    k_.resize(T * kv_dim);
-    v_.resize(T * kv_dim);
-    gate_.resize(T * cfg_.ffn_dim);
-    up_.resize(T * cfg_.ffn_dim);
+    h_.resize(T * cfg_.ffn_dim);
+    rope_cos_.resize(T * (cfg_.head_dim / 2));
+    rope_sin_.resize(T * (cfg_.head_dim / 2));
   }
 
   ModelConfig cfg_;
@@ -153,7 +218,7 @@ class LlamaModel final : public Model {
   std::vector<LayerWeights> layers_;
   // Activation scratch, [num_tokens, width] row-major, reused across steps.
   int64_t scratch_tokens_ = 0;
-  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_;
+  std::vector<float> x_, xn_, delta_, qkv_, q_, att_, h_, rope_cos_, rope_sin_;
 };
 
 }  // namespace

@@ -7,23 +7,25 @@
 
 namespace llmserve {
 
-int64_t ModelRunner::kv_bytes_per_block(const ModelConfig& c, int32_t block_size) {
-  return int64_t{block_size} * c.n_layers * c.kv_bytes_per_token_per_layer(DType::kF32);
+int64_t ModelRunner::kv_bytes_per_block(const ModelConfig& c, int32_t block_size,
+                                        DType kv_dtype) {
+  return int64_t{block_size} * c.n_layers * c.kv_bytes_per_token_per_layer(kv_dtype);
 }
 
 Expected<std::unique_ptr<ModelRunner>> ModelRunner::create(
     std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention, int32_t num_blocks,
-    int32_t block_size, ThreadPool* pool) {
+    int32_t block_size, DType kv_dtype, ThreadPool* pool) {
   std::unique_ptr<ModelRunner> runner(new ModelRunner(std::move(model), std::move(attention),
-                                                      num_blocks, block_size, pool));
+                                                      num_blocks, block_size, kv_dtype, pool));
   LLMS_RETURN_IF_ERROR(runner->allocate_kv_cache());
   return runner;
 }
 
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
-                         int32_t num_blocks, int32_t block_size, ThreadPool* pool)
+                         int32_t num_blocks, int32_t block_size, DType kv_dtype,
+                         ThreadPool* pool)
     : model_(std::move(model)), attention_(std::move(attention)), num_blocks_(num_blocks),
-      block_size_(block_size), pool_(pool) {}
+      block_size_(block_size), kv_dtype_(kv_dtype), pool_(pool) {}
 
 Status ModelRunner::allocate_kv_cache() {
   const ModelConfig& c = model_->config();
@@ -31,20 +33,21 @@ Status ModelRunner::allocate_kv_cache() {
       size_t(num_blocks_) * block_size_ * size_t(c.n_kv_heads) * c.head_dim;
   for (int32_t l = 0; l < c.n_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
-      float* p = static_cast<float*>(std::calloc(per_layer, sizeof(float)));
+      void* p = std::calloc(per_layer, dtype_size(kv_dtype_));
       if (p == nullptr)
         return ResourceExhausted("cannot allocate the KV cache: {} blocks need {:.2f} GiB",
                                  num_blocks_,
-                                 2.0 * c.n_layers * per_layer * sizeof(float) / (1 << 30));
+                                 2.0 * c.n_layers * per_layer * dtype_size(kv_dtype_) /
+                                     (1 << 30));
       kv_storage_.push_back(p);
     }
-    kv_layers_.push_back({kv_storage_[2 * l], kv_storage_[2 * l + 1]});
+    kv_layers_.push_back({kv_storage_[2 * l], kv_storage_[2 * l + 1], kv_dtype_});
   }
   return Status::Ok();
 }
 
 ModelRunner::~ModelRunner() {
-  for (float* p : kv_storage_) std::free(p);
+  for (void* p : kv_storage_) std::free(p);
 }
 
 void ModelRunner::build_batch(const SchedulerOutput& out) {

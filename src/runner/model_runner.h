@@ -27,18 +27,18 @@ struct StepLogits {
 class ModelRunner {
  public:
   /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, n_kv_heads,
-  /// head_dim] float32 (zero pages are mapped lazily, so untouched blocks cost no RSS).
+  /// head_dim] in kv_dtype (zero pages are mapped lazily, so untouched blocks cost no RSS).
   /// Errors: ResourceExhausted when the allocation fails (naming the bytes).
   static Expected<std::unique_ptr<ModelRunner>> create(std::unique_ptr<Model> model,
                                                        std::unique_ptr<AttentionBackend> attention,
                                                        int32_t num_blocks, int32_t block_size,
-                                                       ThreadPool* pool);
+                                                       DType kv_dtype, ThreadPool* pool);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
-  /// KV bytes one block takes across all layers (K and V), float32.
-  static int64_t kv_bytes_per_block(const ModelConfig& c, int32_t block_size);
+  /// KV bytes one block takes across all layers (K and V) in kv_dtype.
+  static int64_t kv_bytes_per_block(const ModelConfig& c, int32_t block_size, DType kv_dtype);
 
   /// One forward pass over every scheduled token. The returned logits stay valid until the
   /// next call.
@@ -48,15 +48,16 @@ class ModelRunner {
 
  private:
   ModelRunner(std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention,
-              int32_t num_blocks, int32_t block_size, ThreadPool* pool);
+              int32_t num_blocks, int32_t block_size, DType kv_dtype, ThreadPool* pool);
   Status allocate_kv_cache();
   void build_batch(const SchedulerOutput& out);
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<AttentionBackend> attention_;
   int32_t num_blocks_, block_size_;
+  DType kv_dtype_;
   ThreadPool* pool_;
-  std::vector<float*> kv_storage_;           // 2 per layer, calloc'd
+  std::vector<void*> kv_storage_;            // 2 per layer, calloc'd
   std::vector<KVCacheLayer> kv_layers_;      // [n_layers]
   // Batch arrays, reused across steps.
   std::vector<int32_t> token_ids_, positions_, query_start_loc_, seq_lens_, block_tables_;

@@ -24,7 +24,9 @@ Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
   const int32_t num_blocks = (n + opt.block_size - 1) / opt.block_size;
   ThreadPool pool(std::max(1, opt.num_threads));
   LLMS_ASSIGN_OR_RETURN(auto runner, ModelRunner::create(std::move(model), std::move(attention),
-                                                         num_blocks, opt.block_size, &pool));
+                                                         num_blocks, opt.block_size,
+                                                         opt.kv_cache_dtype.value_or(mc.weight_dtype),
+                                                         &pool));
   // Hand out the blocks in reverse so that the block table is not the identity map.
   std::vector<int32_t> block_table(num_blocks);
   for (int32_t b = 0; b < num_blocks; ++b) block_table[b] = num_blocks - 1 - b;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,8 @@
 namespace llmserve {
 
 struct PromptLogitsOptions {
-  std::string attention_backend = "reference";
+  std::string attention_backend = "flash";
+  std::optional<DType> kv_cache_dtype;  // nullopt = the model's weight dtype
   int32_t chunk_size = 2048;  // tokens per forward pass
   int32_t block_size = 16;
   int32_t num_threads = 1;

@@ -42,7 +42,7 @@ TEST_P(Matmul, MatchesFloat64Reference) {
   if (dtype != DType::kF32) wdata = w16.data();
   ThreadPool pool(2);
   std::vector<float> y(m * n);
-  matmul(x.data(), m, WeightMatrix{wdata, dtype, n, k}, y.data(), &pool);
+  gemm(x.data(), m, WeightMatrix{wdata, dtype, n, k}, y.data(), &pool);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double ref = 0;
@@ -67,6 +67,23 @@ TEST(Ops, RmsNormMatchesFormula) {
   for (float v : x) ss += double(v) * v;
   const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], w[i] * x[i] * scale, 1e-5);
+}
+
+TEST(Ops, FusedAddRmsNormAddsThenNormalises) {
+  const int64_t n = 43;  // not a multiple of the vector width
+  auto x = random_vec(n, 6);
+  const auto x0 = x, delta = random_vec(n, 7), w = random_vec(n, 8);
+  std::vector<float> out(n);
+  fused_add_rmsnorm(x.data(), delta.data(), w.data(), out.data(), n, 1e-6f);
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = double(x0[i]) + delta[i];
+    EXPECT_NEAR(x[i], v, 1e-6);
+    ss += v * v;
+  }
+  const double scale = 1.0 / std::sqrt(ss / n + 1e-6);
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(out[i], w[i] * (double(x0[i]) + delta[i]) * scale, 1e-5);
 }
 
 TEST(Ops, RopeRotatesPairsByPositionTimesFrequency) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,10 +21,12 @@ std::string synth(const std::string& rel) {
   return std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/" + rel;
 }
 
-std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& ids) {
+std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& ids, std::optional<DType> kv_dtype) {
   auto file = ModelFile::open(path);
   EXPECT_TRUE(file.ok()) << file.status().message();
-  auto l = compute_prompt_logits(**file, ids, {});
+  PromptLogitsOptions opt;
+  opt.kv_cache_dtype = kv_dtype;
+  auto l = compute_prompt_logits(**file, ids, opt);
   EXPECT_TRUE(l.ok()) << l.status().message();
   return *l;
 }
@@ -52,8 +55,9 @@ TEST_P(HalfPrecision, MatchesF32WithRoundedWeightsAndStaysNearReference) {
 
   std::ifstream in(synth("sequences.json"));
   const auto ids = nlohmann::json::parse(in)["long"].get<std::vector<int32_t>>();
-  const auto got = logits_of(half, ids);
-  const auto want = logits_of(rounded, ids);
+  // Weights alone: both runs keep a float32 KV cache.
+  const auto got = logits_of(half, ids, DType::kF32);
+  const auto want = logits_of(rounded, ids, DType::kF32);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LE(max_abs_diff(got, want), 1e-3);
 
@@ -64,6 +68,12 @@ TEST_P(HalfPrecision, MatchesF32WithRoundedWeightsAndStaysNearReference) {
   std::printf("%s: max |diff| vs F32-rounded %.2e, vs NumPy reference %.3f\n",
               bf16 ? "bf16" : "f16", vs_rounded, vs_ref);
   EXPECT_LE(vs_ref, bf16 ? 0.3 : 0.03);  // measured 0.074 and 0.008
+  // --kv-cache-dtype auto = the weights' dtype: K/V rounded too (measured 0.075 / 0.010).
+  const auto got_half_kv = logits_of(half, ids, std::nullopt);
+  const double vs_ref_half_kv = max_abs_diff(got_half_kv, ref->data);
+  std::printf("%s weights + %s KV cache: max |diff| vs NumPy reference %.3f\n",
+              bf16 ? "bf16" : "f16", bf16 ? "bf16" : "f16", vs_ref_half_kv);
+  EXPECT_LE(vs_ref_half_kv, bf16 ? 0.3 : 0.03);
   std::filesystem::remove_all(dir);
 }
 

@@ -28,6 +28,7 @@ struct Case {
   std::string sequence;  // short / long
   int32_t chunk;
   int32_t block_size;
+  std::string backend;   // flash / naive
 };
 
 class SyntheticLogits : public ::testing::TestWithParam<Case> {};
@@ -42,6 +43,7 @@ TEST_P(SyntheticLogits, MatchNumpyReference) {
   PromptLogitsOptions opt;
   opt.chunk_size = c.chunk;
   opt.block_size = c.block_size;
+  opt.attention_backend = c.backend;
   opt.num_threads = 2;
   auto got = compute_prompt_logits(**file, ids, opt);
   ASSERT_TRUE(got.ok()) << got.status().message();
@@ -65,13 +67,14 @@ TEST_P(SyntheticLogits, MatchNumpyReference) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* m : {"llama-mha", "llama-gqa", "llama-mqa"}) {
-    out.push_back({m, "short", 2048, 16});
-    out.push_back({m, "long", 2048, 16});
-    out.push_back({m, "long", 37, 16});  // chunked prefill, chunk boundaries inside blocks
-    out.push_back({m, "long", 64, 1});   // one token per block
-    out.push_back({m, "short", 5, 128});  // several chunks inside one block
-  }
+  for (const char* b : {"flash", "naive"})
+    for (const char* m : {"llama-mha", "llama-gqa", "llama-mqa"}) {
+      out.push_back({m, "short", 2048, 16, b});
+      out.push_back({m, "long", 2048, 16, b});
+      out.push_back({m, "long", 37, 16, b});  // chunked prefill, chunk boundaries inside blocks
+      out.push_back({m, "long", 64, 1, b});   // one token per block
+      out.push_back({m, "short", 5, 128, b});  // several chunks inside one block
+    }
   return out;
 }
 
@@ -79,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
     Synthetic, SyntheticLogits, ::testing::ValuesIn(cases()), [](const auto& info) {
       std::string n = info.param.model + "_" + info.param.sequence + "_c" +
                       std::to_string(info.param.chunk) + "_b" +
-                      std::to_string(info.param.block_size);
+                      std::to_string(info.param.block_size) + "_" + info.param.backend;
       for (char& ch : n)
         if (ch == '-') ch = '_';
       return n;

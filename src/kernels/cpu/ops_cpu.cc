@@ -58,53 +58,67 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
   }
 }
 
-void matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool) {
-  const int64_t n = w.rows, k = w.cols;
-  const size_t elem = dtype_size(w.dtype);
-  auto body = [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> row_buf;
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row;
-      if (w.dtype == DType::kF32) {
-        row = static_cast<const float*>(w.data) + r * k;
-      } else {
-        row_buf.resize(k);
-        to_f32(static_cast<const uint8_t*>(w.data) + r * k * elem, w.dtype, k, row_buf.data());
-        row = row_buf.data();
-      }
-      for (int64_t i = 0; i < m; ++i) y[i * n + r] = dot_f32(x + i * k, row, k);
-    }
-  };
-  // Below ~64K multiply-adds the fork/join costs more than it saves.
-  if (pool == nullptr || n * k * m < (1 << 16)) {
-    body(0, n);
-  } else {
-    pool->parallel_for(n, body, 16);
+void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps) {
+  const float ss = dot_f32(x, x, n);
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
+}
+
+void fused_add_rmsnorm(float* x, const float* delta, const float* weight, float* out, int64_t n,
+                       float eps) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(delta + i));
+    _mm256_storeu_ps(x + i, v);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s4 = _mm_hadd_ps(s4, s4);
+  s4 = _mm_hadd_ps(s4, s4);
+  float ss = _mm_cvtss_f32(s4);
+  for (; i < n; ++i) {
+    x[i] += delta[i];
+    ss += x[i] * x[i];
+  }
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t j = 0; j < n; ++j) out[j] = weight[j] * (scale * x[j]);
+}
+
+void rope_cos_sin(int32_t pos, const float* inv_freq, int32_t half, float* cos_out,
+                  float* sin_out) {
+  for (int32_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq[i];
+    cos_out[i] = std::cos(angle);
+    sin_out[i] = std::sin(angle);
   }
 }
 
-void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps) {
-  float ss = 0.0f;
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
+void rope_head(float* v, int32_t head_dim, const float* cos, const float* sin, RopeStyle style) {
+  const int32_t half = head_dim / 2;
+  if (style == RopeStyle::kAdjacentPairs) {
+    for (int32_t i = 0; i < half; ++i) {
+      const float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = x0 * cos[i] - x1 * sin[i];
+      v[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+    }
+  } else {
+    for (int32_t i = 0; i < half; ++i) {
+      const float x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * cos[i] - x1 * sin[i];
+      v[i + half] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
 }
 
 void rope(float* x, int32_t num_heads, int32_t head_dim, int32_t pos, const float* inv_freq,
           RopeStyle style) {
   const int32_t half = head_dim / 2;
-  for (int32_t i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(pos) * inv_freq[i];
-    const float c = std::cos(angle), s = std::sin(angle);
-    for (int32_t h = 0; h < num_heads; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
-      const int32_t a = style == RopeStyle::kAdjacentPairs ? 2 * i : i;
-      const int32_t b = style == RopeStyle::kAdjacentPairs ? 2 * i + 1 : i + half;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
-    }
-  }
+  std::vector<float> cs(2 * half);
+  rope_cos_sin(pos, inv_freq, half, cs.data(), cs.data() + half);
+  for (int32_t h = 0; h < num_heads; ++h)
+    rope_head(x + static_cast<int64_t>(h) * head_dim, head_dim, cs.data(), cs.data() + half,
+              style);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
