@@ -11,6 +11,7 @@
 // [kc][nr] micro-panels) and runs the mr x nr microkernel over them (GotoBLAS/BLIS loop
 // order: W micro-panel L1-resident, x block L2-resident).
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -93,14 +94,27 @@ struct Job {
   }
 };
 
-void run(const Job& job, ThreadPool* pool, int64_t units, int64_t min_chunk,
+/// Calls body(i0, i1) over disjoint ranges covering [0, items). With a pool, every thread
+/// takes ranges of `grain` items from a shared counter until none are left: on a shared
+/// machine a thread whose core is busy elsewhere simply takes fewer ranges (a static split
+/// would wait for it).
+void run(const Job& job, ThreadPool* pool, int64_t items, int64_t grain,
          const std::function<void(int64_t, int64_t)>& body) {
-  if (pool != nullptr && pool->num_threads() > 1 && units > 1 &&
-      job.m * job.n * job.k * (job.silu ? 2 : 1) >= kMinParallelWork) {
-    pool->parallel_for(units, body, min_chunk);
-  } else {
-    body(0, units);
+  grain = std::max<int64_t>(1, grain);
+  if (pool == nullptr || pool->num_threads() <= 1 || items <= grain ||
+      job.m * job.n * job.k * (job.silu ? 2 : 1) < kMinParallelWork) {
+    body(0, items);
+    return;
   }
+  std::atomic<int64_t> next{0};
+  const int64_t workers = std::min<int64_t>(pool->num_threads(), ceil_div(items, grain));
+  pool->parallel_for(workers, [&](int64_t, int64_t) {
+    for (;;) {
+      const int64_t i0 = next.fetch_add(grain, std::memory_order_relaxed);
+      if (i0 >= items) break;
+      body(i0, std::min(items, i0 + grain));
+    }
+  });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -151,7 +165,7 @@ void dot_columns(const Job& job, int64_t c0, int64_t c1, float* up_tmp) {
 void gemm_dot(const Job& job, ThreadPool* pool) {
   const int64_t unit = round_up(kDotUnit, job.align);
   const int64_t units = ceil_div(job.n, unit);
-  run(job, pool, units, 1, [&](int64_t u0, int64_t u1) {
+  run(job, pool, units, 8, [&](int64_t u0, int64_t u1) {
     thread_local Scratch up_scratch;
     float* up_tmp = job.silu ? up_scratch.get(job.m * unit) : nullptr;
     for (int64_t u = u0; u < u1; ++u) {
@@ -267,11 +281,14 @@ void gemm_panels(const Job& job, ThreadPool* pool) {
                                     : round_up(kPanel, job.align);
   plan.units = ceil_div(job.n, plan.unit);
   const int64_t nc = job.silu ? t.nc / 2 : t.nc;
-  plan.units_per_block = std::max<int64_t>(1, nc / plan.unit);
   const int threads = pool != nullptr ? pool->num_threads() : 1;
-  plan.mblocks = ceil_div(job.m, t.mc);
-  // Few columns: split M further so every thread has work.
-  if (plan.units < 2 * threads) plan.mblocks = std::max<int64_t>(plan.mblocks, 2 * threads);
+  // Enough work items for the dynamic split to even out (>= 4 per thread where possible):
+  // smaller column blocks, then (large M) more row blocks.
+  const int64_t want_items = 4 * threads;
+  plan.units_per_block =
+      std::clamp<int64_t>(plan.units / want_items, 1, std::max<int64_t>(1, nc / plan.unit));
+  const int64_t nblocks = ceil_div(plan.units, plan.units_per_block);
+  plan.mblocks = std::max(ceil_div(job.m, t.mc), ceil_div(want_items, nblocks));
   plan.mblocks = std::min(plan.mblocks, plan.mpanels);
   plan.panels_per_mblock = ceil_div(plan.mpanels, plan.mblocks);
   plan.mblocks = ceil_div(plan.mpanels, plan.panels_per_mblock);
@@ -287,23 +304,20 @@ void gemm_panels(const Job& job, ThreadPool* pool) {
     }
   };
   if (plan.mpanels >= 8) {
-    run(job, pool, plan.mpanels, 1, pack);
+    run(job, pool, plan.mpanels, 4, pack);
   } else {
     pack(0, plan.mpanels);
   }
 
-  const int64_t items = plan.mblocks * plan.units;
-  run(job, pool, items, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t mb = i0 / plan.units; mb * plan.units < i1; ++mb) {
-      const int64_t ua = std::max(i0, mb * plan.units) - mb * plan.units;
-      const int64_t ub = std::min(i1, (mb + 1) * plan.units) - mb * plan.units;
+  // Work items: (row block, column block of units_per_block units), taken dynamically.
+  const int64_t block_cols = plan.units_per_block * plan.unit;
+  run(job, pool, plan.mblocks * nblocks, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t mb = item / nblocks, nb = item % nblocks;
       const int64_t m0 = mb * plan.panels_per_mblock * plan.mr;
       const int64_t m1 = std::min(job.m, m0 + plan.panels_per_mblock * plan.mr);
-      for (int64_t u = ua; u < ub; u += plan.units_per_block) {
-        const int64_t c0 = u * plan.unit;
-        const int64_t c1 = std::min(job.n, std::min(ub, u + plan.units_per_block) * plan.unit);
-        panel_block(job, plan, xpacked, m0, m1, c0, c1);
-      }
+      const int64_t c0 = nb * block_cols;
+      panel_block(job, plan, xpacked, m0, m1, c0, std::min(job.n, c0 + block_cols));
     }
   });
 }

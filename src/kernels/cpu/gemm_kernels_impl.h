@@ -103,6 +103,14 @@ void dot(DType dtype, int mb, const float* x, int64_t ldx, const void* const* ro
   }
 }
 
+/// Prefetches the cache lines of [p, p + bytes) (bytes a multiple of 64, p line-aligned when
+/// the panels are).
+inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // GotoBLAS-style microkernel: x packed [kc][MR] f32, W micro-panel (kc x NV*L) in dtype D with
 // row stride ldw; MR x NV vector accumulators; each x element is broadcast once per k and
@@ -121,8 +129,45 @@ void micro(const float* xp, const void* w, int64_t ldw, int64_t kc, float* c, in
   }
   const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t wstep = ldw * esize;
-  for (int64_t k = 0; k < kc; ++k) {
-    if (pf_bytes > 0) _mm_prefetch(reinterpret_cast<const char*>(wb + pf_bytes), _MM_HINT_T0);
+  int64_t k = 0;
+  if constexpr (MR * NV < 8) {
+    // Few accumulators (small M, bandwidth-bound): a second set for odd k doubles the
+    // independent FMA chains so the loads, not the FMA latency, set the pace.
+    vec acc2[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc2[i][j] = V::zero();
+    }
+    for (; k + 2 <= kc; k += 2) {
+      if (pf_bytes > 0) prefetch_lines(wb + pf_bytes, 2 * wstep);
+      vec b[NV], b2[NV];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        b[j] = V::template loadw<D>(wb, j * L);
+        b2[j] = V::template loadw<D>(wb + wstep, j * L);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const vec a = V::set1(xp[i]);
+        const vec a2 = V::set1(xp[MR + i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) {
+          acc[i][j] = V::fma(a, b[j], acc[i][j]);
+          acc2[i][j] = V::fma(a2, b2[j], acc2[i][j]);
+        }
+      }
+      xp += 2 * MR;
+      wb += 2 * wstep;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = V::add(acc[i][j], acc2[i][j]);
+    }
+  }
+  for (; k < kc; ++k) {
+    if (pf_bytes > 0) prefetch_lines(wb + pf_bytes, wstep);
     vec b[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) b[j] = V::template loadw<D>(wb, j * L);
