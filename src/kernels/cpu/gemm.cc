@@ -210,15 +210,13 @@ void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t
   // One microkernel call per (x panel, mr) over W micro-panel wp (row stride kPanel).
   auto tile = [&](const void* wp, DType wtype, int64_t pc, int64_t kc, int64_t s, int64_t q,
                   bool acc, int64_t pf) {
-    const int64_t wes = static_cast<int64_t>(dtype_size(wtype));
-    for (int64_t sub = 0; sub < kPanel; sub += kr.nr) {
-      const int64_t n_valid = std::min<int64_t>(kr.nr, width - q * kPanel - sub);
+    for (int sub = 0; sub * kr.nr < kPanel; ++sub) {
+      const int64_t n_valid = std::min<int64_t>(kr.nr, width - q * kPanel - sub * kr.nr);
       if (n_valid <= 0) break;
-      const void* wsub = static_cast<const uint8_t*>(wp) + sub * wes;
-      float* cq = c + s * width + q * kPanel + sub;
+      float* cq = c + s * width + q * kPanel + sub * kr.nr;
       for (int64_t i = m0; i < m1; i += mr) {
         const float* xp = xpacked + (i / mr) * k * mr + pc * mr;
-        kr.micro(wtype, static_cast<int>(mr), xp, wsub, kPanel, kc, cq + (i - m0) * ldc, ldc,
+        kr.micro(wtype, static_cast<int>(mr), xp, wp, sub, kPanel, kc, cq + (i - m0) * ldc, ldc,
                  static_cast<int>(std::min(mr, m1 - i)), static_cast<int>(n_valid), acc, pf);
       }
     }
@@ -244,7 +242,7 @@ void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t
           const int64_t row = s * job.up_offset + c0 + q * kPanel;
           float* dst = wbuf + (s * qpanels + q) * kc * kPanel;
           if (job.panels != nullptr) {
-            kr.convert(job.dtype, job.panel(row, pc), kc * kPanel, dst);
+            kr.convert(job.dtype, job.panel(row, pc), kc, dst);
           } else {
             kr.pack_w(job.dtype, job.w_row(row), k,
                       std::min<int64_t>(kPanel, c1 - (c0 + q * kPanel)), pc, kc, dst);
@@ -391,8 +389,9 @@ void prepare_weight(WeightMatrix& w) {
   if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
     return;
   }
-  // [ceil(N / 32)][K][32] in the file dtype, rows past N zero: each thread's share of W
-  // becomes one sequential stream, and micro-panels need no transposition per call.
+  // [ceil(N / 32)][K][32] in the file dtype, rows past N zero (bf16 rows permuted for the
+  // unpack conversion, see kPanel): each thread's share of W becomes one sequential stream,
+  // and micro-panels need no transposition per call.
   const int64_t n = w.rows, k = w.cols, esize = static_cast<int64_t>(dtype_size(w.dtype));
   const int64_t panels = ceil_div(n, kPanel);
   const size_t bytes = static_cast<size_t>(round_up(panels * k * kPanel * esize, 64));
@@ -400,6 +399,10 @@ void prepare_weight(WeightMatrix& w) {
   if (buf == nullptr) throw std::bad_alloc();
   std::memset(buf, 0, bytes);
   const auto* src = static_cast<const uint8_t*>(w.data);
+  int pos[kPanel];  // stored position of each column (bf16 rows are permuted, see kPanel)
+  for (int j = 0; j < kPanel; ++j) {
+    pos[j] = w.dtype == DType::kBF16 ? gemm_detail::bf16_panel_position(j) : j;
+  }
   constexpr int64_t kBlock = 64;  // K block of the transposing copy (cache-friendly)
   for (int64_t p = 0; p < panels; ++p) {
     uint8_t* dst = buf + p * k * kPanel * esize;
@@ -410,11 +413,11 @@ void prepare_weight(WeightMatrix& w) {
         const uint8_t* row = src + ((p * kPanel + j) * k) * esize;
         if (esize == 4) {
           for (int64_t kk = k0; kk < k1; ++kk) {
-            std::memcpy(dst + (kk * kPanel + j) * 4, row + kk * 4, 4);
+            std::memcpy(dst + (kk * kPanel + pos[j]) * 4, row + kk * 4, 4);
           }
         } else {
           for (int64_t kk = k0; kk < k1; ++kk) {
-            std::memcpy(dst + (kk * kPanel + j) * 2, row + kk * 2, 2);
+            std::memcpy(dst + (kk * kPanel + pos[j]) * 2, row + kk * 2, 2);
           }
         }
       }

@@ -48,6 +48,30 @@ struct Avx2 {
       return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)), D);
     }
   }
+  /// Columns [16 sub, 16 sub + 16) of one 32-column panel row.
+  template <DType D>
+  static void load_panel(const uint8_t* row, int sub, vec* b) {
+    if constexpr (D == DType::kF32) {
+      const auto* f = reinterpret_cast<const float*>(row) + 16 * sub;
+      b[0] = _mm256_loadu_ps(f);
+      b[1] = _mm256_loadu_ps(f + 8);
+    } else if constexpr (D == DType::kF16) {
+      const auto* h = reinterpret_cast<const __m128i*>(row + 32 * sub);
+      b[0] = _mm256_cvtph_ps(_mm_loadu_si128(h));
+      b[1] = _mm256_cvtph_ps(_mm_loadu_si128(h + 1));
+    } else {  // permuted bf16 (kPanel): low halves of the 32-byte halves hold columns 0-15
+      const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+      const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32));
+      const __m256i z = _mm256_setzero_si256();
+      if (sub == 0) {
+        b[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, h0));
+        b[1] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, h1));
+      } else {
+        b[0] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, h0));
+        b[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, h1));
+      }
+    }
+  }
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
   static void store_n(float* p, vec v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
   static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }

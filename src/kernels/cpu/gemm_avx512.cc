@@ -55,6 +55,21 @@ struct Avx512 {
       }
     }
   }
+  /// One 32-column panel row (sub is 0: both vectors of the row).
+  template <DType D>
+  static void load_panel(const uint8_t* row, int /*sub*/, vec* b) {
+    if constexpr (D == DType::kF32) {
+      b[0] = _mm512_loadu_ps(row);
+      b[1] = _mm512_loadu_ps(row + 64);
+    } else if constexpr (D == DType::kF16) {
+      b[0] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
+      b[1] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32)));
+    } else {  // permuted bf16 (kPanel): zero-interleave gives columns 0-15 and 16-31
+      const __m512i v = _mm512_loadu_si512(row);
+      b[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v));
+      b[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v));
+    }
+  }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, vec v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
   static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }

@@ -16,7 +16,17 @@ inline constexpr int kDotRows = 4;
 /// Width of a W micro-panel (columns = rows of W) in the packed layouts: prepare_weight's
 /// [ceil(N/32)][K][32] panels in the file dtype (packed_format 1), and the float32 panels the
 /// packed path builds per K block. The microkernels read them with row stride kPanel.
+///
+/// bf16 panels store each 32-element row permuted so that a zero-interleave (vpunpck[lh]wd)
+/// of the 64-byte row yields columns in order, one shuffle per 16 columns instead of a
+/// widen + shift: position 8l + j holds column 4l + j and position 8l + 4 + j holds column
+/// 16 + 4l + j (l < 4, j < 4). AVX-512 unpacks the whole row (columns 0-15 | 16-31); AVX2
+/// unpacks its 32-byte halves (low halves: columns 0-15, high halves: 16-31).
 inline constexpr int kPanel = 32;
+/// Position of column c within a stored bf16 panel row.
+constexpr int bf16_panel_position(int c) {
+  return c < 16 ? 8 * (c / 4) + c % 4 : 8 * ((c - 16) / 4) + 4 + (c - 16) % 4;
+}
 inline constexpr int32_t kPackedPanels = 1;  // WeightMatrix::packed_format
 
 struct GemmKernels {
@@ -41,14 +51,16 @@ struct GemmKernels {
   void (*pack_w)(DType dtype, const void* w, int64_t ldw, int64_t n_valid, int64_t k0,
                  int64_t kc, float* dst);
 
-  /// dst[0:n] = src[0:n] converted to float32 (n a multiple of 16).
-  void (*convert)(DType dtype, const void* src, int64_t n, float* dst);
+  /// dst[kc][kPanel] = kc rows of a prepared panel (`dtype`) converted to float32, columns
+  /// in natural order.
+  void (*convert)(DType dtype, const void* src, int64_t kc, float* dst);
 
-  /// c[0:m_valid, 0:n_valid] (row stride ldc) = (or += when accumulate) xp · w over kc:
-  /// xp packed [kc][mr] (1 <= mr <= the table's mr), w element (k, j) at w + k * ldw + j in
-  /// `wtype` (j < nr, converted in registers). pf_bytes > 0: prefetch w that far ahead.
-  void (*micro)(DType wtype, int mr, const float* xp, const void* w, int64_t ldw, int64_t kc,
-                float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
+  /// c[0:m_valid, 0:n_valid] (row stride ldc) = (or += when accumulate) xp · W over kc:
+  /// xp packed [kc][mr] (1 <= mr <= the table's mr); W's rows (stride ldw elements) are
+  /// kPanel-wide panel rows in `wtype` (f16/bf16: a prepared panel; f32: a packed one), of
+  /// which columns [sub * nr, sub * nr + nr) are used. pf_bytes > 0: prefetch that far ahead.
+  void (*micro)(DType wtype, int mr, const float* xp, const void* w, int sub, int64_t ldw,
+                int64_t kc, float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
                 int64_t pf_bytes);
 
   /// out[i] = silu(g[i]) * u[i] (out may alias g or u).

@@ -5,8 +5,9 @@
 // <immintrin.h>, "common/dtype.h" and "kernels/cpu/gemm_kernels.h" first and defines V.
 //
 // V provides: vec, L (lanes), zero, load, load_n (first n < L lanes, rest 0), loadw<D> /
-// loadw_n<D> (L elements of a W row in dtype D converted to f32), store, store_n, fma, add,
-// mul, set1, reduce4 (four horizontal sums -> out[0..3]), exp.
+// loadw_n<D> (L elements of a row-major W row in dtype D converted to f32), load_panel<D>
+// (the kNv vectors of one prepared-panel row, sub-panel `sub`), store, store_n, fma, add,
+// mul, set1, reduce4 (four horizontal sums -> out[0..3]), transpose, exp.
 
 namespace llmserve::gemm_detail {
 namespace {
@@ -116,8 +117,9 @@ inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
 // row stride ldw; MR x NV vector accumulators; each x element is broadcast once per k and
 // multiplied into NV W vectors (converted in registers when D is 16-bit).
 template <class V, DType D, int MR, int NV>
-void micro(const float* xp, const void* w, int64_t ldw, int64_t kc, float* c, int64_t ldc,
-           int m_valid, int n_valid, bool accumulate, int64_t pf_bytes) {
+void micro(const float* xp, const void* w, int sub, int64_t ldw, int64_t kc, float* c,
+           int64_t ldc, int m_valid, int n_valid, bool accumulate, int64_t pf_bytes) {
+  static_assert(NV == V::kNv);
   using vec = typename V::vec;
   constexpr int L = V::L;
   constexpr int64_t esize = D == DType::kF32 ? 4 : 2;
@@ -142,11 +144,8 @@ void micro(const float* xp, const void* w, int64_t ldw, int64_t kc, float* c, in
     for (; k + 2 <= kc; k += 2) {
       if (pf_bytes > 0) prefetch_lines(wb + pf_bytes, 2 * wstep);
       vec b[NV], b2[NV];
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) {
-        b[j] = V::template loadw<D>(wb, j * L);
-        b2[j] = V::template loadw<D>(wb + wstep, j * L);
-      }
+      V::template load_panel<D>(wb, sub, b);
+      V::template load_panel<D>(wb + wstep, sub, b2);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
         const vec a = V::set1(xp[i]);
@@ -169,8 +168,7 @@ void micro(const float* xp, const void* w, int64_t ldw, int64_t kc, float* c, in
   for (; k < kc; ++k) {
     if (pf_bytes > 0) prefetch_lines(wb + pf_bytes, wstep);
     vec b[NV];
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) b[j] = V::template loadw<D>(wb, j * L);
+    V::template load_panel<D>(wb, sub, b);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const vec a = V::set1(xp[i]);
@@ -214,31 +212,32 @@ void micro(const float* xp, const void* w, int64_t ldw, int64_t kc, float* c, in
 }
 
 template <class V, DType D, int MR>
-void micro_mr(int mr, const float* xp, const void* w, int64_t ldw, int64_t kc, float* c,
-              int64_t ldc, int m_valid, int n_valid, bool accumulate, int64_t pf_bytes) {
+void micro_mr(int mr, const float* xp, const void* w, int sub, int64_t ldw, int64_t kc,
+              float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
+              int64_t pf_bytes) {
   if constexpr (MR > 1) {
     if (mr < MR) {
-      return micro_mr<V, D, MR - 1>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid, accumulate,
-                                    pf_bytes);
+      return micro_mr<V, D, MR - 1>(mr, xp, w, sub, ldw, kc, c, ldc, m_valid, n_valid,
+                                    accumulate, pf_bytes);
     }
   }
-  micro<V, D, MR, V::kNv>(xp, w, ldw, kc, c, ldc, m_valid, n_valid, accumulate, pf_bytes);
+  micro<V, D, MR, V::kNv>(xp, w, sub, ldw, kc, c, ldc, m_valid, n_valid, accumulate, pf_bytes);
 }
 
 template <class V>
-void micro_any(DType wtype, int mr, const float* xp, const void* w, int64_t ldw, int64_t kc,
-               float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
+void micro_any(DType wtype, int mr, const float* xp, const void* w, int sub, int64_t ldw,
+               int64_t kc, float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
                int64_t pf_bytes) {
   switch (wtype) {
     case DType::kF32:
-      return micro_mr<V, DType::kF32, V::kMr>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid,
+      return micro_mr<V, DType::kF32, V::kMr>(mr, xp, w, sub, ldw, kc, c, ldc, m_valid, n_valid,
                                               accumulate, pf_bytes);
     case DType::kF16:
-      return micro_mr<V, DType::kF16, V::kMr>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid,
+      return micro_mr<V, DType::kF16, V::kMr>(mr, xp, w, sub, ldw, kc, c, ldc, m_valid, n_valid,
                                               accumulate, pf_bytes);
     case DType::kBF16:
-      return micro_mr<V, DType::kBF16, V::kMr>(mr, xp, w, ldw, kc, c, ldc, m_valid, n_valid,
-                                               accumulate, pf_bytes);
+      return micro_mr<V, DType::kBF16, V::kMr>(mr, xp, w, sub, ldw, kc, c, ldc, m_valid,
+                                               n_valid, accumulate, pf_bytes);
   }
 }
 
@@ -303,21 +302,30 @@ void pack_w(DType dtype, const void* w, int64_t ldw, int64_t n_valid, int64_t k0
   }
 }
 
+/// dst[kc][kPanel] (float32, natural column order) from kc rows of a prepared panel.
 template <class V, DType D>
-void convert_dtype(const void* src, int64_t n, float* dst) {
-  constexpr int L = V::L;
-  for (int64_t i = 0; i < n; i += 2 * L) {
-    V::store(dst + i, V::template loadw<D>(src, i));
-    V::store(dst + i + L, V::template loadw<D>(src, i + L));
+void convert_dtype(const void* src, int64_t kc, float* dst) {
+  using vec = typename V::vec;
+  constexpr int L = V::L, NV = V::kNv;
+  constexpr int64_t row_bytes = kPanel * (D == DType::kF32 ? 4 : 2);
+  const auto* p = static_cast<const uint8_t*>(src);
+  for (int64_t k = 0; k < kc; ++k, p += row_bytes, dst += kPanel) {
+#pragma GCC unroll 2
+    for (int sub = 0; sub < kPanel / (NV * L); ++sub) {
+      vec b[NV];
+      V::template load_panel<D>(p, sub, b);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) V::store(dst + sub * NV * L + j * L, b[j]);
+    }
   }
 }
 
 template <class V>
-void convert(DType dtype, const void* src, int64_t n, float* dst) {
+void convert(DType dtype, const void* src, int64_t kc, float* dst) {
   switch (dtype) {
-    case DType::kF32: return convert_dtype<V, DType::kF32>(src, n, dst);
-    case DType::kF16: return convert_dtype<V, DType::kF16>(src, n, dst);
-    case DType::kBF16: return convert_dtype<V, DType::kBF16>(src, n, dst);
+    case DType::kF32: return convert_dtype<V, DType::kF32>(src, kc, dst);
+    case DType::kF16: return convert_dtype<V, DType::kF16>(src, kc, dst);
+    case DType::kBF16: return convert_dtype<V, DType::kBF16>(src, kc, dst);
   }
 }
 
