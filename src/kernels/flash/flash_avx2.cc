@@ -17,6 +17,7 @@ struct Avx2 {
   static constexpr int kPvMi = 4;  // O micro-tile: 4 query rows x 16 dims, 8 ymm
   static constexpr int kPvNd = 2;
   static constexpr int kDecGb = 4;  // decode O tile: 4 heads x 16 dims
+  static constexpr int kPackedRows = 4;  // decode packed scores: K rows per step
   static constexpr int kDecNd = 2;
   static constexpr int kRows = 64;
 
@@ -50,6 +51,7 @@ struct Avx2 {
     const vec m = _mm256_cmp_ps(qpos, _mm256_set1_ps(kv_pos), _CMP_LT_OQ);
     return _mm256_blendv_ps(s, _mm256_set1_ps(kNegInf), m);
   }
+  static float exp2_scalar(float x) { return _mm256_cvtss_f32(exp2(set1(x))); }
   static float hmax(vec v) {
     __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
@@ -64,12 +66,52 @@ struct Avx2 {
   }
   // r[k*8 .. k*8+8) for k < 8 -> (sum r_0, ..., sum r_7).
   static vec reduce_rows(const float* r) {
-    const vec t0 = _mm256_hadd_ps(load(r), load(r + 8));
-    const vec t1 = _mm256_hadd_ps(load(r + 16), load(r + 24));
-    const vec t2 = _mm256_hadd_ps(load(r + 32), load(r + 40));
-    const vec t3 = _mm256_hadd_ps(load(r + 48), load(r + 56));
+    vec a[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) a[k] = load(r + 8 * k);
+    return reduce_rows_v(a);
+  }
+  static vec reduce_rows_v(const vec* a) {
+    const vec t0 = _mm256_hadd_ps(a[0], a[1]);
+    const vec t1 = _mm256_hadd_ps(a[2], a[3]);
+    const vec t2 = _mm256_hadd_ps(a[4], a[5]);
+    const vec t3 = _mm256_hadd_ps(a[6], a[7]);
     const vec u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  }
+
+  static constexpr bool packed_r(int r) { return r == 4 || r == 8; }
+  template <int R>
+  static vec bcast(const float* p) {
+    if constexpr (R == 8) return _mm256_loadu_ps(p);
+    else return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+  }
+  template <int R>
+  static void store_reduced(const vec* a, float* s, int64_t ld) {
+    if constexpr (R == 8) {
+      store(s, reduce_rows_v(a));
+    } else {  // 2 heads x 4 rows: 128-bit lane g holds head g's 4 rows
+      const vec x0 = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
+      const vec x1 = _mm256_add_ps(_mm256_unpacklo_ps(a[2], a[3]), _mm256_unpackhi_ps(a[2], a[3]));
+      const __m256d c = _mm256_castps_pd(x0), d = _mm256_castps_pd(x1);
+      const vec y = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(c, d)),
+                                  _mm256_castpd_ps(_mm256_unpackhi_pd(c, d)));
+      _mm_storeu_ps(s, _mm256_castps256_ps128(y));
+      _mm_storeu_ps(s + ld, _mm256_extractf128_ps(y, 1));
+    }
+  }
+
+  template <DType D>
+  static void load2(const void* base, int64_t idx, vec& a, vec& b) {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + idx;
+    if constexpr (D == DType::kBF16) {
+      const __m256i z = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      a = _mm256_castsi256_ps(_mm256_slli_epi32(z, 16));
+      b = _mm256_castsi256_ps(_mm256_and_si256(z, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+    } else {
+      a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+    }
   }
 
   template <DType D>

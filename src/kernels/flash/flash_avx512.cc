@@ -12,6 +12,16 @@
 #include "kernels/flash/flash_kernels.h"
 #include "kernels/flash/flash_kernels_impl.h"
 
+#ifndef KPVMI
+#define KPVMI 4
+#endif
+#ifndef KPVND
+#define KPVND 4
+#endif
+#ifndef KROWS
+#define KROWS 64
+#endif
+
 namespace llmserve::flash_detail {
 namespace {
 
@@ -20,11 +30,12 @@ struct Avx512 {
   static constexpr int L = 16;
   static constexpr int kQkNi = 4;  // S^T micro-tile: 6 K rows x 64 query rows, 24 zmm
   static constexpr int kQkNj = 6;
-  static constexpr int kPvMi = 4;  // O micro-tile: 4 query rows x 64 dims, 16 zmm
-  static constexpr int kPvNd = 4;
+  static constexpr int kPvMi = KPVMI;  // O micro-tile: query rows x dims
+  static constexpr int kPvNd = KPVND;
   static constexpr int kDecGb = 4;  // decode O tile: 4 heads x 64 dims
+  static constexpr int kPackedRows = 8;  // decode packed scores: K rows per step
   static constexpr int kDecNd = 4;
-  static constexpr int kRows = 64;  // query rows per prefill tile
+  static constexpr int kRows = KROWS;  // query rows per prefill tile
 
   static vec zero() { return _mm512_setzero_ps(); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
@@ -58,31 +69,84 @@ struct Avx512 {
     const __mmask16 m = _mm512_cmp_ps_mask(qpos, _mm512_set1_ps(kv_pos), _CMP_LT_OQ);
     return _mm512_mask_mov_ps(s, m, _mm512_set1_ps(kNegInf));
   }
+  static float exp2_scalar(float x) { return _mm512_cvtss_f32(exp2(set1(x))); }
   static float hmax(vec v) { return _mm512_reduce_max_ps(v); }
   static float hsum(vec v) { return _mm512_reduce_add_ps(v); }
 
+  // Interleave-and-add steps of the transpose reductions. pair_ps(a, b), per 128-bit lane:
+  // (a0+a2, b0+b2, a1+a3, b1+b3); pair_pd(x, y): (x01+x23, y01+y23) per 128-bit lane, i.e.
+  // after pair_pd(pair_ps(a, b), pair_ps(c, d)) each 128-bit lane holds the lane-local sums
+  // of a, b, c, d.
+  static vec pair_ps(vec a, vec b) { return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)); }
+  static vec pair_pd(vec x, vec y) {
+    const __m512d c = _mm512_castps_pd(x), d = _mm512_castps_pd(y);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)), _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+  }
   // r[k*16 .. k*16+16) for k < 16 -> (sum r_0, ..., sum r_15): interleave-and-add within
   // 128-bit lanes (two rounds), then across them.
   static vec reduce_rows(const float* r) {
-    vec x[8];
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      const vec a = load(r + 32 * k), b = load(r + 32 * k + 16);
-      x[k] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-    }
+    vec a[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) a[k] = load(r + 16 * k);
+    return reduce_rows_v(a);
+  }
+  static vec reduce_rows_v(const vec* a) {
     vec y[4];
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const __m512d c = _mm512_castps_pd(x[2 * k]), d = _mm512_castps_pd(x[2 * k + 1]);
-      y[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)),
-                           _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
-    }
+    for (int k = 0; k < 4; ++k)
+      y[k] = pair_pd(pair_ps(a[4 * k], a[4 * k + 1]), pair_ps(a[4 * k + 2], a[4 * k + 3]));
     const vec z0 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
     const vec z1 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+
+  // Packed decode scores: R-element broadcasts and the reduction of R row accumulators whose
+  // lanes are (head g, residue r) into s[g * ld + row].
+  static constexpr bool packed_r(int r) { return r == 4 || r == 8 || r == 16; }
+  template <int R>
+  static vec bcast(const float* p) {
+    if constexpr (R == 16) return _mm512_loadu_ps(p);
+    else if constexpr (R == 8) return _mm512_broadcast_f32x8(_mm256_loadu_ps(p));
+    else return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+  }
+  template <int R>
+  static void store_reduced(const vec* a, float* s, int64_t ld) {
+    if constexpr (R == 16) {
+      store(s, reduce_rows_v(a));
+    } else if constexpr (R == 8) {  // 2 heads x 8 rows
+      const vec y0 = pair_pd(pair_ps(a[0], a[1]), pair_ps(a[2], a[3]));
+      const vec y1 = pair_pd(pair_ps(a[4], a[5]), pair_ps(a[6], a[7]));
+      // (g0 rows 0-3, g1 rows 0-3, g0 rows 4-7, g1 rows 4-7) -> (g0 rows 0-7, g1 rows 0-7)
+      const vec u = _mm512_add_ps(_mm512_shuffle_f32x4(y0, y1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(y0, y1, _MM_SHUFFLE(3, 1, 3, 1)));
+      const vec w = _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(3, 1, 2, 0));
+      _mm256_storeu_ps(s, _mm512_castps512_ps256(w));
+      _mm256_storeu_ps(s + ld, _mm512_extractf32x8_ps(w, 1));
+    } else {  // 4 heads x 4 rows: 128-bit lane g holds head g's 4 rows
+      const vec y = pair_pd(pair_ps(a[0], a[1]), pair_ps(a[2], a[3]));
+      _mm_storeu_ps(s, _mm512_castps512_ps128(y));
+      _mm_storeu_ps(s + ld, _mm512_extractf32x4_ps(y, 1));
+      _mm_storeu_ps(s + 2 * ld, _mm512_extractf32x4_ps(y, 2));
+      _mm_storeu_ps(s + 3 * ld, _mm512_extractf32x4_ps(y, 3));
+    }
+  }
+
+  // 2L elements of a 16-bit row as two vectors: bf16 in even/odd order (shift / mask of
+  // the same 32-bit lanes), f16 in natural order.
+  template <DType D>
+  static void load2(const void* base, int64_t idx, vec& a, vec& b) {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + idx;
+    if constexpr (D == DType::kBF16) {
+      const __m512i z = _mm512_loadu_si512(p);
+      a = _mm512_castsi512_ps(_mm512_slli_epi32(z, 16));
+      b = _mm512_castsi512_ps(_mm512_and_si512(z, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+    } else {
+      a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+    }
   }
 
   template <DType D>

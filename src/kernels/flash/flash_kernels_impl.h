@@ -29,6 +29,7 @@ namespace {
 
 constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
+inline int32_t imax(int32_t a, int32_t b) { return a > b ? a : b; }
 inline float fmax_(float a, float b) { return a > b ? a : b; }
 constexpr float kNegInf = -__builtin_inff();
 
@@ -44,9 +45,22 @@ inline float scalar_from(const void* base, DType d, int64_t idx) {
   return _cvtsh_ss(h);
 }
 
-inline int64_t slot_offset(const KvSource& kv, int32_t p) {
-  return (static_cast<int64_t>(kv.block_table[p / kv.block_size]) * kv.block_size +
-          p % kv.block_size) * kv.slot_stride;
+// out[j] = element offset of position p0 + j's slot, j < n: one division per call, then
+// walks the blocks.
+inline void slot_offsets(const KvSource& kv, int32_t p0, int32_t n, int64_t* out) {
+  int32_t b = p0 / kv.block_size, i = p0 - b * kv.block_size;
+  int64_t base = static_cast<int64_t>(kv.block_table[b]) * kv.block_size;
+  for (int32_t j = 0; j < n; ++j) {
+    out[j] = (base + i) * kv.slot_stride;
+    if (++i == kv.block_size) {
+      i = 0;
+      base = static_cast<int64_t>(kv.block_table[++b]) * kv.block_size;
+    }
+  }
+}
+
+inline void prefetch_row(const void* row, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
 }
 
 // Copies one head_dim row at element offset `off` of a cache tensor into dst as f32,
@@ -103,11 +117,13 @@ void qk_block(const float* qt, int64_t ldq, const float* const* krow, int32_t hd
 }
 
 // O[mi][d0 + 0..ND*L) += sum_j P(mi, j) * V[j][d0 + ...], P(mi, j) = p[mi * p_rs + j * p_js].
+// 16-bit V rows are widened two vectors at a time (V::load2: bf16 in the even/odd order).
 template <class V, DType D, int MI, int ND>
 void pv_block(const float* p, int64_t p_rs, int64_t p_js, const void* const* vrow, int32_t bc,
               int32_t d0, float* o, int64_t ldo) {
   using vec = typename V::vec;
   constexpr int L = V::L;
+  static_assert(D == DType::kF32 || ND % 2 == 0, "16-bit V is loaded in pairs of vectors");
   vec acc[MI][ND];
 #pragma GCC unroll 8
   for (int m = 0; m < MI; ++m) {
@@ -116,8 +132,13 @@ void pv_block(const float* p, int64_t p_rs, int64_t p_js, const void* const* vro
   }
   for (int32_t j = 0; j < bc; ++j) {
     vec vv[ND];
+    if constexpr (D == DType::kF32) {
 #pragma GCC unroll 4
-    for (int n = 0; n < ND; ++n) vv[n] = V::template loadkv<D>(vrow[j], d0 + n * L);
+      for (int n = 0; n < ND; ++n) vv[n] = V::load(static_cast<const float*>(vrow[j]) + d0 + n * L);
+    } else {
+#pragma GCC unroll 4
+      for (int n = 0; n < ND; n += 2) V::template load2<D>(vrow[j], d0 + n * L, vv[n], vv[n + 1]);
+    }
     const float* pj = p + j * p_js;
 #pragma GCC unroll 8
     for (int m = 0; m < MI; ++m) {
@@ -149,7 +170,7 @@ void pv_dispatch_nd(int nd, const float* p, int64_t p_rs, int64_t p_js, const vo
 // Prefill: one tile of query rows against its causal context, KV tiles of kPrefillKvTile.
 
 struct PrefillLayout {
-  int64_t qt, s, o, m, l, alpha, qpos, kbuf, vbuf, kptr, vptr, total;
+  int64_t qt, s, o, m, l, alpha, qpos, kbuf, vbuf, kptr, vptr, slot, total;
 };
 
 template <class V>
@@ -174,6 +195,7 @@ PrefillLayout prefill_layout(int32_t rows, int32_t hd) {
   y.vbuf = take(Bc * hdp);
   y.kptr = take(2 * (Bc + NJ));  // pointers, two floats each
   y.vptr = take(2 * (Bc + NJ));
+  y.slot = take(4 * Bc);  // this tile's and the next tile's slot offsets
   y.total = at;
   return y;
 }
@@ -204,8 +226,12 @@ void prefill(const PrefillTile& t, float* scratch) {
   float* vbuf = scratch + y.vbuf;
   const float** kp = reinterpret_cast<const float**>(scratch + y.kptr);
   const void** vp = reinterpret_cast<const void**>(scratch + y.vptr);
+  int64_t* slot = reinterpret_cast<int64_t*>(scratch + y.slot);
+  int64_t* slot_next = slot + Bc;
   const KvSource& kv = t.kv;
   const bool direct = kv.dtype == DType::kF32 && hd % L == 0;
+  const int64_t esz = kv.dtype == DType::kF32 ? 4 : 2;
+  const int64_t row_bytes = hd * esz;
   const int64_t head_off = static_cast<int64_t>(t.kv_head) * hd;
 
   // Q^T, pre-scaled into the log2 domain; padding rows are zero and sit at the last row's
@@ -227,8 +253,15 @@ void prefill(const PrefillTile& t, float* scratch) {
   const int32_t kv_end = t.first_pos + t.num_tokens;  // last position + 1
   for (int32_t kv0 = 0; kv0 < kv_end; kv0 += Bc) {
     const int32_t bc = imin(Bc, kv_end - kv0);
+    if (kv0 == 0) {
+      slot_offsets(kv, kv0, bc, slot);
+    } else {
+      int64_t* tmp = slot;
+      slot = slot_next;
+      slot_next = tmp;
+    }
     for (int32_t j = 0; j < bc; ++j) {
-      const int64_t off = slot_offset(kv, kv0 + j) + head_off;
+      const int64_t off = slot[j] + head_off;
       if (direct) {
         kp[j] = static_cast<const float*>(kv.k) + off;
         vp[j] = static_cast<const float*>(kv.v) + off;
@@ -242,8 +275,12 @@ void prefill(const PrefillTile& t, float* scratch) {
     const int32_t bcn = static_cast<int32_t>(round_up(bc, NJ));
     for (int32_t j = bc; j < bcn; ++j) kp[j] = kp[0];
 
-    // S^T = K Q^T for this KV tile.
+    // S^T = K Q^T for this KV tile; meanwhile V rows of this tile are requested (cache rows
+    // of one head sit a slot apart, so hardware prefetchers rarely help).
     for (int32_t j0 = 0; j0 < bcn; j0 += NJ) {
+      if (direct) {
+        for (int32_t j = j0; j < imin(j0 + NJ, bc); ++j) prefetch_row(vp[j], row_bytes);
+      }
       for (int32_t i0 = 0; i0 < Rp; i0 += NI * L) {
         float* sb = s + static_cast<int64_t>(j0) * Rp + i0;
         switch (imin(NI, (Rp - i0) / L)) {
@@ -293,9 +330,17 @@ void prefill(const PrefillTile& t, float* scratch) {
       }
     }
 
-    // O += P V.
-    for (int32_t i0 = 0; i0 < Rp; i0 += MI) {
-      for (int32_t d0 = 0; d0 < nv; d0 += ND) {
+    // O += P V, one d-slab of V at a time (reused from L1 by every row block); meanwhile the
+    // next tile's K rows are requested.
+    const int32_t kv1 = kv0 + Bc, bn = imin(Bc, kv_end - kv1);
+    if (bn > 0) slot_offsets(kv, kv1, bn, slot_next);
+    int32_t pf_next = 0;
+    const int32_t steps = ((nv + ND - 1) / ND) * (Rp / MI);
+    const int32_t per_step = bn > 0 ? (bn + steps - 1) / steps : 0;
+    for (int32_t d0 = 0; d0 < nv; d0 += ND) {
+      for (int32_t i0 = 0; i0 < Rp; i0 += MI) {
+        for (int32_t e = imin(pf_next + per_step, bn); pf_next < e; ++pf_next)
+          prefetch_row(static_cast<const char*>(kv.k) + (slot_next[pf_next] + head_off) * esz, row_bytes);
         pv_dispatch_nd<V, DType::kF32, MI>(imin(ND, nv - d0), s + i0, 1, Rp, vp, bc, d0 * L,
                                           o + static_cast<int64_t>(i0) * hdp + d0 * L, hdp);
       }
@@ -312,18 +357,34 @@ void prefill(const PrefillTile& t, float* scratch) {
 
 // ---------------------------------------------------------------------------------------
 // Decode: one query token, all KV heads, context [kv_begin, kv_end) in chunks of Bd rows.
+// Per chunk and KV head:
+//  1. gather: the head's K and V rows are copied (f32) or widened (bf16, f16) into small
+//     float32 buffers, a pure load/store loop that keeps many cache misses in flight, while
+//     the rows gathered next are prefetched;
+//  2. scores of the group's query heads, 3. online softmax, 4. O += P V, all from L1.
+//
+// Two score kernels. "Packed" (the group G divides L and R = L / G is in V::packed_r): the
+// lanes hold (head g, residue r) pairs; a K row is broadcast R elements at a time (a
+// load-port operation: vbroadcastf32x4 etc.) against Q'[c] = (q_g[c*R + r]), so one FMA
+// serves all G heads without idle lanes, and R rows are reduced together by log2(R)
+// interleave-add steps. "Generic" (any G): each K row is dotted, vectorised over d, with
+// every query head, and the L-lane partial sums of L rows are reduced by a transpose-add tree.
+// bf16 rows (head_dim a multiple of 2L) are widened two vectors at a time (V::load2: a shift
+// gives the even elements, a mask the odd ones), so K and V are stored in that even/odd
+// order: q is permuted to match and O is un-permuted at the end.
 
 constexpr int32_t kDecodeChunk = kPrefillKvTile;
-constexpr int32_t kDecodeScoreGroup = 8;  // query heads per pass over a K row
+constexpr int32_t kDecodeScoreGroup = 8;  // query heads per pass over a K row (generic)
+constexpr int32_t kDecodePrefetchRows = 16;  // prefetch distance of the gather, in rows
 
 struct DecodeLayout {
-  int64_t qs, o, m, l, s, red, kbuf, vbuf, slot, kptr, vptr, total;
+  int64_t qs, qpk, o, m, l, s, red, kbuf, vbuf, slot, kptr, vptr, total;
 };
 
 template <class V>
 DecodeLayout decode_layout(int32_t n_kv, int32_t group, int32_t hd) {
   constexpr int64_t L = V::L, Bd = kDecodeChunk;
-  const int64_t nh = static_cast<int64_t>(n_kv) * group, hdp = round_up(hd, L);
+  const int64_t nh = static_cast<int64_t>(n_kv) * group, hdp = round_up(hd, 2 * L);
   DecodeLayout y;
   int64_t at = 0;
   auto take = [&](int64_t n) {
@@ -332,6 +393,7 @@ DecodeLayout decode_layout(int32_t n_kv, int32_t group, int32_t hd) {
     return r;
   };
   y.qs = take(nh * hdp);
+  y.qpk = take(nh * hdp);
   y.o = take(nh * hdp);
   y.m = take(nh);
   y.l = take(nh);
@@ -339,7 +401,7 @@ DecodeLayout decode_layout(int32_t n_kv, int32_t group, int32_t hd) {
   y.red = take(kDecodeScoreGroup * L * L);
   y.kbuf = take(Bd * hdp);
   y.vbuf = take(Bd * hdp);
-  y.slot = take(2 * Bd);
+  y.slot = take(4 * Bd);  // two chunks of int64 offsets
   y.kptr = take(2 * Bd);
   y.vptr = take(2 * Bd);
   y.total = at;
@@ -351,20 +413,20 @@ int64_t decode_scratch_floats(int32_t n_kv, int32_t group, int32_t head_dim) {
   return decode_layout<V>(n_kv, group, head_dim).total;
 }
 
-// s[g][jb + 0..L) for GB query heads and the K rows kp[0..bcp) (bcp a multiple of L).
-template <class V, DType D, int GB>
-void decode_scores(const void* const* kp, int32_t bcp, const float* qs, int64_t hdp, int32_t nv,
+// Generic: s[g][jb + 0..L) for GB query heads and the float32 K rows kp[0..bcp).
+template <class V, int GB>
+void decode_scores(const float* const* kp, int32_t bcp, const float* qs, int64_t hdp, int32_t nv,
                    float* s, float* red) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   for (int32_t jb = 0; jb < bcp; jb += L) {
     for (int jj = 0; jj < L; ++jj) {
-      const void* kr = kp[jb + jj];
+      const float* kr = kp[jb + jj];
       vec acc[GB];
 #pragma GCC unroll 8
       for (int g = 0; g < GB; ++g) acc[g] = V::zero();
       for (int32_t dv = 0; dv < nv; ++dv) {
-        const vec k = V::template loadkv<D>(kr, dv * L);
+        const vec k = V::load(kr + dv * L);
 #pragma GCC unroll 8
         for (int g = 0; g < GB; ++g) acc[g] = V::fma(k, V::load(qs + g * hdp + dv * L), acc[g]);
       }
@@ -376,25 +438,68 @@ void decode_scores(const void* const* kp, int32_t bcp, const float* qs, int64_t 
   }
 }
 
-template <class V, DType D>
-void decode_head(const void* const* kp, const void* const* vp, int32_t bc, int32_t G, int32_t nv,
-                 int64_t hdp, const float* qs, float* o, float* m, float* l, float* s,
-                 float* red) {
+// Packed: s[g][jb + r] for the G = L / R heads. K rows (float32, stride ldk, zero-padded to
+// nc * R elements) are taken RS at a time with A partial accumulators each (A * RS
+// independent FMA chains); qpk = Q' [nc][L].
+template <class V, int R, int RS, int A>
+void decode_scores_packed(const float* kbase, int64_t ldk, int32_t bcp, const float* qpk,
+                          int32_t nc, float* s) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  static_assert(RS % R == 0);
+  for (int32_t jb = 0; jb < bcp; jb += RS) {
+    const float* k0 = kbase + jb * ldk;
+    vec acc[A][RS];
+#pragma GCC unroll 2
+    for (int a = 0; a < A; ++a) {
+#pragma GCC unroll 16
+      for (int r = 0; r < RS; ++r) acc[a][r] = V::zero();
+    }
+    for (int32_t c = 0; c < nc; c += A) {
+#pragma GCC unroll 2
+      for (int a = 0; a < A; ++a) {
+        const vec q = V::load(qpk + (c + a) * L);
+#pragma GCC unroll 16
+        for (int r = 0; r < RS; ++r)
+          acc[a][r] = V::fma(V::template bcast<R>(k0 + r * ldk + (c + a) * R), q, acc[a][r]);
+      }
+    }
+    if constexpr (A == 2) {
+#pragma GCC unroll 16
+      for (int r = 0; r < RS; ++r) acc[0][r] = V::add(acc[0][r], acc[1][r]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < RS / R; ++g)
+      V::template store_reduced<R>(acc[0] + g * R, s + jb + g * R, kDecodeChunk);
+  }
+}
+
+// One chunk of one KV head from the gathered float32 rows (kbuf / kp, vp).
+template <class V, int R>
+void decode_head(const float* kbuf, const float* const* kp, const void* const* vp, int32_t bc,
+                 int32_t G, int32_t nv, int64_t hdp, const float* qs, const float* qpk, float* o,
+                 float* m, float* l, float* s, float* red) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   const int32_t bcp = static_cast<int32_t>(round_up(bc, L));
-  for (int32_t g0 = 0; g0 < G; g0 += kDecodeScoreGroup) {
-    const float* q = qs + g0 * hdp;
-    float* sg = s + g0 * kDecodeChunk;
-    switch (imin(kDecodeScoreGroup, G - g0)) {
-      case 1: decode_scores<V, D, 1>(kp, bcp, q, hdp, nv, sg, red); break;
-      case 2: decode_scores<V, D, 2>(kp, bcp, q, hdp, nv, sg, red); break;
-      case 3: decode_scores<V, D, 3>(kp, bcp, q, hdp, nv, sg, red); break;
-      case 4: decode_scores<V, D, 4>(kp, bcp, q, hdp, nv, sg, red); break;
-      case 5: decode_scores<V, D, 5>(kp, bcp, q, hdp, nv, sg, red); break;
-      case 6: decode_scores<V, D, 6>(kp, bcp, q, hdp, nv, sg, red); break;
-      case 7: decode_scores<V, D, 7>(kp, bcp, q, hdp, nv, sg, red); break;
-      default: decode_scores<V, D, 8>(kp, bcp, q, hdp, nv, sg, red); break;
+  if constexpr (R > 0) {
+    constexpr int RS = V::kPackedRows < R ? R : V::kPackedRows;
+    constexpr int A = RS == R && R == L ? 1 : 2;
+    decode_scores_packed<V, R, RS, A>(kbuf, hdp, bcp, qpk, static_cast<int32_t>(hdp / R), s);
+  } else {
+    for (int32_t g0 = 0; g0 < G; g0 += kDecodeScoreGroup) {
+      const float* q = qs + g0 * hdp;
+      float* sg = s + g0 * kDecodeChunk;
+      switch (imin(kDecodeScoreGroup, G - g0)) {
+        case 1: decode_scores<V, 1>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 2: decode_scores<V, 2>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 3: decode_scores<V, 3>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 4: decode_scores<V, 4>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 5: decode_scores<V, 5>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 6: decode_scores<V, 6>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 7: decode_scores<V, 7>(kp, bcp, q, hdp, nv, sg, red); break;
+        default: decode_scores<V, 8>(kp, bcp, q, hdp, nv, sg, red); break;
+      }
     }
   }
   for (int32_t g = 0; g < G; ++g) {
@@ -411,7 +516,7 @@ void decode_head(const void* const* kp, const void* const* vp, int32_t bc, int32
       V::store(sr + j, p);
       sum = V::add(sum, p);
     }
-    const float a = __builtin_exp2f(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
+    const float a = V::exp2_scalar(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
     l[g] = l[g] * a + V::hsum(sum);
     m[g] = m_new;
     if (a != 1.0f) {
@@ -423,34 +528,87 @@ void decode_head(const void* const* kp, const void* const* vp, int32_t bc, int32
   constexpr int GB = V::kDecGb, ND = V::kDecNd;
   for (int32_t g0 = 0; g0 < G; g0 += GB) {
     const int gb = imin(GB, G - g0);
+    const float* p = s + g0 * kDecodeChunk;
     for (int32_t d0 = 0; d0 < nv; d0 += ND) {
       const int nd = imin(ND, nv - d0);
-      const float* p = s + g0 * kDecodeChunk;
       float* ob = o + g0 * hdp + d0 * L;
-      // Dispatch (gb, nd) to the register tile; the common shapes are exact.
       if (gb == GB && nd == ND) {
-        pv_block<V, D, GB, ND>(p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp);
-      } else {
-        switch (gb) {
-          case 1: pv_dispatch_nd<V, D, 1>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-          case 2: pv_dispatch_nd<V, D, (GB >= 2 ? 2 : 1)>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-          case 3: pv_dispatch_nd<V, D, (GB >= 3 ? 3 : 1)>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-          default: pv_dispatch_nd<V, D, GB>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-        }
+        pv_block<V, DType::kF32, GB, ND>(p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp);
+        continue;
+      }
+      switch (gb) {
+        case 1: pv_dispatch_nd<V, DType::kF32, 1>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
+        case 2: pv_dispatch_nd<V, DType::kF32, (GB >= 2 ? 2 : 1)>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
+        case 3: pv_dispatch_nd<V, DType::kF32, (GB >= 3 ? 3 : 1)>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
+        default: pv_dispatch_nd<V, DType::kF32, GB>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
       }
     }
   }
 }
 
+// Gathers rows [0, n) (element offsets off[j] + head_off) of a cache tensor as float32 rows
+// of stride hdp: copies (f32), even/odd-widened (bf16, `pairs`) or converted and
+// zero-padded (otherwise). Prefetches the rows `dist` ahead in the gather order: this
+// head-chunk's, then (pf_off, pf_head, pf_n) the next one's.
+enum class Gather { kCopy, kPairs, kConvert };
+
+template <class V, Gather MODE>
+void gather_rows(const void* base, DType D, const int64_t* off, int64_t head_off, int32_t n,
+                 int32_t hd, int64_t hdp, float* dst, const int64_t* pf_off, int64_t pf_head,
+                 int32_t pf_n) {
+  constexpr int L = V::L;
+  const int64_t esz = D == DType::kF32 ? 4 : 2;
+  const char* b = static_cast<const char*>(base);
+  const int64_t row_bytes = hd * esz;
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t pj = j + kDecodePrefetchRows;
+    const char* pr = pj < n ? b + (off[pj] + head_off) * esz
+                   : pj - n < pf_n ? b + (pf_off[pj - n] + pf_head) * esz : nullptr;
+    if (pr != nullptr) {
+      for (int64_t x = 0; x < row_bytes; x += 64) _mm_prefetch(pr + x, _MM_HINT_T0);
+    }
+    const int64_t src = off[j] + head_off;
+    float* d = dst + j * hdp;
+    if constexpr (MODE == Gather::kCopy) {  // f32, hd % L == 0
+      const float* sr = reinterpret_cast<const float*>(b) + src;
+      for (int32_t i = 0; i < hd; i += L) V::store(d + i, V::load(sr + i));
+    } else if constexpr (MODE == Gather::kPairs) {  // bf16, hd % 2L == 0
+      for (int32_t i = 0; i < hd; i += 2 * L) {
+        typename V::vec x, y;
+        V::template load2<DType::kBF16>(base, src + i, x, y);
+        V::store(d + i, x);
+        V::store(d + i + L, y);
+      }
+    } else {
+      convert_row<V>(base, D, src, hd, static_cast<int32_t>(hdp), d);
+    }
+  }
+}
+
+template <class V, int R>
+void decode_run(const DecodeTask& t, float* scratch);
+
 template <class V>
 void decode(const DecodeTask& t, float* scratch) {
   constexpr int L = V::L;
+  const int32_t G = t.group;
+  const int r = L % G == 0 ? L / G : 0;
+  if (r == 16 && V::packed_r(16)) return decode_run<V, (L >= 16 ? 16 : 0)>(t, scratch);
+  if (r == 8 && V::packed_r(8)) return decode_run<V, 8>(t, scratch);
+  if (r == 4 && V::packed_r(4)) return decode_run<V, 4>(t, scratch);
+  return decode_run<V, 0>(t, scratch);
+}
+
+template <class V, int R>
+void decode_run(const DecodeTask& t, float* scratch) {
+  constexpr int L = V::L;
   constexpr int32_t Bd = kDecodeChunk;
   const int32_t G = t.group, hd = t.head_dim, nkv = t.n_kv_heads, nh = nkv * G;
-  const int64_t hdp = round_up(hd, L);
+  const int64_t hdp = round_up(hd, 2 * L);
   const int32_t nv = static_cast<int32_t>(hdp / L);
   const DecodeLayout y = decode_layout<V>(nkv, G, hd);
   float* qs = scratch + y.qs;
+  float* qpk = scratch + y.qpk;
   float* o = scratch + y.o;
   float* m = scratch + y.m;
   float* l = scratch + y.l;
@@ -459,51 +617,73 @@ void decode(const DecodeTask& t, float* scratch) {
   float* kbuf = scratch + y.kbuf;
   float* vbuf = scratch + y.vbuf;
   int64_t* slot = reinterpret_cast<int64_t*>(scratch + y.slot);
-  const void** kp = reinterpret_cast<const void**>(scratch + y.kptr);
+  int64_t* slot_next = slot + Bd;
+  const float** kp = reinterpret_cast<const float**>(scratch + y.kptr);
   const void** vp = reinterpret_cast<const void**>(scratch + y.vptr);
   const KvSource& kv = t.kv;
-  const bool direct = hd % L == 0;  // convert on load; else via zero-padded f32 rows
-  const int64_t esz = kv.dtype == DType::kF32 ? 4 : 2;
+  const DType dt = kv.dtype;
+  // Widening mode of the gather: f32 copy (hd % L == 0), bf16 even/odd pairs (hd % 2L ==
+  // 0), else scalar-tail conversion into zero-padded rows.
+  const bool copy = dt == DType::kF32 && hd % L == 0;
+  const bool pairs = dt == DType::kBF16 && hd % (2 * L) == 0;
+  auto orig = [&](int64_t p) -> int64_t {  // storage position -> element index
+    if (!pairs) return p;
+    const int64_t blk = p / (2 * L) * (2 * L), i = p % (2 * L);
+    return blk + (i < L ? 2 * i : 2 * (i - L) + 1);
+  };
 
+  for (int64_t i = 0; i < Bd * hdp; ++i) kbuf[i] = vbuf[i] = 0.0f;  // zero padding
+  for (int32_t j = 0; j < Bd; ++j) {
+    kp[j] = kbuf + j * hdp;
+    vp[j] = vbuf + j * hdp;
+  }
   for (int32_t h = 0; h < nh; ++h) {
-    for (int32_t d = 0; d < hdp; ++d) {
-      qs[h * hdp + d] = d < hd ? t.q[static_cast<int64_t>(h) * hd + d] * t.scale_log2 : 0.0f;
-      o[h * hdp + d] = 0.0f;
+    for (int64_t p = 0; p < hdp; ++p) {
+      const int64_t d = orig(p);
+      qs[h * hdp + p] = d < hd ? t.q[static_cast<int64_t>(h) * hd + d] * t.scale_log2 : 0.0f;
+      o[h * hdp + p] = 0.0f;
     }
     m[h] = kNegInf;
     l[h] = 0.0f;
   }
+  if constexpr (R > 0) {  // Q'[kh][c][g * R + r] = q_(kh, g)[c * R + r]
+    for (int32_t kh = 0; kh < nkv; ++kh)
+      for (int64_t c = 0; c < hdp / R; ++c)
+        for (int32_t g = 0; g < G; ++g)
+          for (int32_t rr = 0; rr < R; ++rr)
+            qpk[kh * hdp * G + c * L + g * R + rr] = qs[(kh * G + g) * hdp + c * R + rr];
+  }
+
+  slot_offsets(kv, t.kv_begin, imin(Bd, t.kv_end - t.kv_begin), slot_next);
   for (int32_t c0 = t.kv_begin; c0 < t.kv_end; c0 += Bd) {
     const int32_t bc = imin(Bd, t.kv_end - c0);
-    const int32_t bcp = static_cast<int32_t>(round_up(bc, L));
-    for (int32_t j = 0; j < bc; ++j) slot[j] = slot_offset(kv, c0 + j);
-    for (int32_t j = bc; j < bcp; ++j) slot[j] = slot[0];
+    {
+      int64_t* tmp = slot;
+      slot = slot_next;
+      slot_next = tmp;
+    }
+    const int32_t bn = imin(Bd, t.kv_end - (c0 + Bd));  // next chunk's rows (<= 0: none)
+    if (bn > 0) slot_offsets(kv, c0 + Bd, bn, slot_next);
     for (int32_t kh = 0; kh < nkv; ++kh) {
       const int64_t head_off = static_cast<int64_t>(kh) * hd;
-      if (direct) {
-        for (int32_t j = 0; j < bcp; ++j) {
-          kp[j] = static_cast<const char*>(kv.k) + (slot[j] + head_off) * esz;
-          vp[j] = static_cast<const char*>(kv.v) + (slot[j] + head_off) * esz;
-        }
+      // What is gathered after this head-chunk: the next head, or the next chunk's first.
+      const bool same = kh + 1 < nkv;
+      const int64_t* nf = same ? slot : slot_next;
+      const int64_t nh_off = same ? head_off + hd : 0;
+      const int32_t nn = same ? bc : imax(bn, 0);
+      if (copy) {
+        gather_rows<V, Gather::kCopy>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf, nf, nh_off, nn);
+        gather_rows<V, Gather::kCopy>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf, nf, nh_off, nn);
+      } else if (pairs) {
+        gather_rows<V, Gather::kPairs>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf, nf, nh_off, nn);
+        gather_rows<V, Gather::kPairs>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf, nf, nh_off, nn);
       } else {
-        for (int32_t j = 0; j < bc; ++j) {
-          convert_row<V>(kv.k, kv.dtype, slot[j] + head_off, hd, static_cast<int32_t>(hdp), kbuf + j * hdp);
-          convert_row<V>(kv.v, kv.dtype, slot[j] + head_off, hd, static_cast<int32_t>(hdp), vbuf + j * hdp);
-          kp[j] = kbuf + j * hdp;
-          vp[j] = vbuf + j * hdp;
-        }
-        for (int32_t j = bc; j < bcp; ++j) kp[j] = kp[0];
+        gather_rows<V, Gather::kConvert>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf, nf, nh_off, nn);
+        gather_rows<V, Gather::kConvert>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf, nf, nh_off, nn);
       }
-      const float* qh = qs + static_cast<int64_t>(kh) * G * hdp;
-      float* oh = o + static_cast<int64_t>(kh) * G * hdp;
-      const DType d = direct ? kv.dtype : DType::kF32;
-      if (d == DType::kF32) {
-        decode_head<V, DType::kF32>(kp, vp, bc, G, nv, hdp, qh, oh, m + kh * G, l + kh * G, s, red);
-      } else if (d == DType::kBF16) {
-        decode_head<V, DType::kBF16>(kp, vp, bc, G, nv, hdp, qh, oh, m + kh * G, l + kh * G, s, red);
-      } else {
-        decode_head<V, DType::kF16>(kp, vp, bc, G, nv, hdp, qh, oh, m + kh * G, l + kh * G, s, red);
-      }
+      decode_head<V, R>(kbuf, kp, vp, bc, G, nv, hdp, qs + static_cast<int64_t>(kh) * G * hdp,
+                        qpk + static_cast<int64_t>(kh) * G * hdp,
+                        o + static_cast<int64_t>(kh) * G * hdp, m + kh * G, l + kh * G, s, red);
     }
   }
   for (int32_t h = 0; h < nh; ++h) {
@@ -511,12 +691,18 @@ void decode(const DecodeTask& t, float* scratch) {
     if (t.out != nullptr) {
       const float inv = 1.0f / l[h];
       float* dst = t.out + static_cast<int64_t>(h) * hd;
-      for (int32_t d = 0; d < hd; ++d) dst[d] = oh[d] * inv;
+      for (int64_t p = 0; p < hdp; ++p) {
+        const int64_t d = orig(p);
+        if (d < hd) dst[d] = oh[p] * inv;
+      }
     } else {
       float* dst = t.part + static_cast<int64_t>(h) * (hd + 2);
       dst[0] = m[h];
       dst[1] = l[h];
-      for (int32_t d = 0; d < hd; ++d) dst[2 + d] = oh[d];
+      for (int64_t p = 0; p < hdp; ++p) {
+        const int64_t d = orig(p);
+        if (d < hd) dst[2 + d] = oh[p];
+      }
     }
   }
 }
