@@ -12,15 +12,6 @@
 #include "kernels/flash/flash_kernels.h"
 #include "kernels/flash/flash_kernels_impl.h"
 
-#ifndef KPVMI
-#define KPVMI 4
-#endif
-#ifndef KPVND
-#define KPVND 4
-#endif
-#ifndef KROWS
-#define KROWS 64
-#endif
 
 namespace llmserve::flash_detail {
 namespace {
@@ -30,12 +21,12 @@ struct Avx512 {
   static constexpr int L = 16;
   static constexpr int kQkNi = 4;  // S^T micro-tile: 6 K rows x 64 query rows, 24 zmm
   static constexpr int kQkNj = 6;
-  static constexpr int kPvMi = KPVMI;  // O micro-tile: query rows x dims
-  static constexpr int kPvNd = KPVND;
+  static constexpr int kPvMi = 4;  // O micro-tile: 4 query rows x 64 dims, 16 zmm
+  static constexpr int kPvNd = 4;
   static constexpr int kDecGb = 4;  // decode O tile: 4 heads x 64 dims
   static constexpr int kPackedRows = 8;  // decode packed scores: K rows per step
   static constexpr int kDecNd = 4;
-  static constexpr int kRows = KROWS;  // query rows per prefill tile
+  static constexpr int kRows = 64;  // query rows per prefill tile
 
   static vec zero() { return _mm512_setzero_ps(); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }

@@ -359,9 +359,12 @@ void prefill(const PrefillTile& t, float* scratch) {
 // Decode: one query token, all KV heads, context [kv_begin, kv_end) in chunks of Bd rows.
 // Per chunk and KV head:
 //  1. gather: the head's K and V rows are copied (f32) or widened (bf16, f16) into small
-//     float32 buffers, a pure load/store loop that keeps many cache misses in flight, while
-//     the rows gathered next are prefetched;
-//  2. scores of the group's query heads, 3. online softmax, 4. O += P V, all from L1.
+//     float32 buffers, a pure load/store loop that keeps many cache misses in flight;
+//  2. scores of the group's query heads, 3. online softmax, 4. O += P V, all from L1, while
+//     the rows gathered next are prefetched into L2 a few at a time.
+// Measured on the 2-core target: gathering per head beat gathering whole slot rows (all heads)
+// into an L2-sized buffer, and prefetching from the compute loops beat prefetching from the
+// gather loop.
 //
 // Two score kernels. "Packed" (the group G divides L and R = L / G is in V::packed_r): the
 // lanes hold (head g, residue r) pairs; a K row is broadcast R elements at a time (a
@@ -375,7 +378,32 @@ void prefill(const PrefillTile& t, float* scratch) {
 
 constexpr int32_t kDecodeChunk = kPrefillKvTile;
 constexpr int32_t kDecodeScoreGroup = 8;  // query heads per pass over a K row (generic)
-constexpr int32_t kDecodePrefetchRows = 16;  // prefetch distance of the gather, in rows
+
+
+// Prefetches the rows of the next head-chunk (K and V, into L2) a few at a time from inside
+// the compute loops, so memory requests stay in flight while this head-chunk is computed
+// (measured: as good as or better than prefetching from the gather loop, which already has
+// the memory system busy).
+struct RowPrefetcher {
+  const char* k = nullptr;
+  const char* v = nullptr;
+  const int64_t* off = nullptr;
+  int64_t head_off = 0;
+  int64_t esz = 0;
+  int64_t row_bytes = 0;
+  int32_t n = 0;
+  int32_t next = 0;
+  void step(int32_t rows) {
+    for (const int32_t e = imin(next + rows, n); next < e; ++next) {
+      const char* kr = k + (off[next] + head_off) * esz;
+      const char* vr = v + (off[next] + head_off) * esz;
+      for (int64_t x = 0; x < row_bytes; x += 64) {
+        _mm_prefetch(kr + x, _MM_HINT_T1);
+        _mm_prefetch(vr + x, _MM_HINT_T1);
+      }
+    }
+  }
+};
 
 struct DecodeLayout {
   int64_t qs, qpk, o, m, l, s, red, kbuf, vbuf, slot, kptr, vptr, total;
@@ -416,10 +444,12 @@ int64_t decode_scratch_floats(int32_t n_kv, int32_t group, int32_t head_dim) {
 // Generic: s[g][jb + 0..L) for GB query heads and the float32 K rows kp[0..bcp).
 template <class V, int GB>
 void decode_scores(const float* const* kp, int32_t bcp, const float* qs, int64_t hdp, int32_t nv,
-                   float* s, float* red) {
+                   float* s, float* red, RowPrefetcher& pf) {
   using vec = typename V::vec;
   constexpr int L = V::L;
+  const int32_t pf_rows = (pf.n + bcp / L - 1) / (bcp / L);
   for (int32_t jb = 0; jb < bcp; jb += L) {
+    pf.step(pf_rows);
     for (int jj = 0; jj < L; ++jj) {
       const float* kr = kp[jb + jj];
       vec acc[GB];
@@ -443,11 +473,13 @@ void decode_scores(const float* const* kp, int32_t bcp, const float* qs, int64_t
 // independent FMA chains); qpk = Q' [nc][L].
 template <class V, int R, int RS, int A>
 void decode_scores_packed(const float* kbase, int64_t ldk, int32_t bcp, const float* qpk,
-                          int32_t nc, float* s) {
+                          int32_t nc, float* s, RowPrefetcher& pf) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   static_assert(RS % R == 0);
+  const int32_t pf_rows = (pf.n + bcp / RS - 1) / (bcp / RS);
   for (int32_t jb = 0; jb < bcp; jb += RS) {
+    pf.step(pf_rows);
     const float* k0 = kbase + jb * ldk;
     vec acc[A][RS];
 #pragma GCC unroll 2
@@ -476,29 +508,29 @@ void decode_scores_packed(const float* kbase, int64_t ldk, int32_t bcp, const fl
 
 // One chunk of one KV head from the gathered float32 rows (kbuf / kp, vp).
 template <class V, int R>
-void decode_head(const float* kbuf, const float* const* kp, const void* const* vp, int32_t bc,
+void decode_head(const float* kbuf, int64_t ldk, const float* const* kp, const void* const* vp, int32_t bc,
                  int32_t G, int32_t nv, int64_t hdp, const float* qs, const float* qpk, float* o,
-                 float* m, float* l, float* s, float* red) {
+                 float* m, float* l, float* s, float* red, RowPrefetcher& pf) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   const int32_t bcp = static_cast<int32_t>(round_up(bc, L));
   if constexpr (R > 0) {
     constexpr int RS = V::kPackedRows < R ? R : V::kPackedRows;
     constexpr int A = RS == R && R == L ? 1 : 2;
-    decode_scores_packed<V, R, RS, A>(kbuf, hdp, bcp, qpk, static_cast<int32_t>(hdp / R), s);
+    decode_scores_packed<V, R, RS, A>(kbuf, ldk, bcp, qpk, static_cast<int32_t>(hdp / R), s, pf);
   } else {
     for (int32_t g0 = 0; g0 < G; g0 += kDecodeScoreGroup) {
       const float* q = qs + g0 * hdp;
       float* sg = s + g0 * kDecodeChunk;
       switch (imin(kDecodeScoreGroup, G - g0)) {
-        case 1: decode_scores<V, 1>(kp, bcp, q, hdp, nv, sg, red); break;
-        case 2: decode_scores<V, 2>(kp, bcp, q, hdp, nv, sg, red); break;
-        case 3: decode_scores<V, 3>(kp, bcp, q, hdp, nv, sg, red); break;
-        case 4: decode_scores<V, 4>(kp, bcp, q, hdp, nv, sg, red); break;
-        case 5: decode_scores<V, 5>(kp, bcp, q, hdp, nv, sg, red); break;
-        case 6: decode_scores<V, 6>(kp, bcp, q, hdp, nv, sg, red); break;
-        case 7: decode_scores<V, 7>(kp, bcp, q, hdp, nv, sg, red); break;
-        default: decode_scores<V, 8>(kp, bcp, q, hdp, nv, sg, red); break;
+        case 1: decode_scores<V, 1>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        case 2: decode_scores<V, 2>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        case 3: decode_scores<V, 3>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        case 4: decode_scores<V, 4>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        case 5: decode_scores<V, 5>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        case 6: decode_scores<V, 6>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        case 7: decode_scores<V, 7>(kp, bcp, q, hdp, nv, sg, red, pf); break;
+        default: decode_scores<V, 8>(kp, bcp, q, hdp, nv, sg, red, pf); break;
       }
     }
   }
@@ -547,32 +579,21 @@ void decode_head(const float* kbuf, const float* const* kp, const void* const* v
 }
 
 // Gathers rows [0, n) (element offsets off[j] + head_off) of a cache tensor as float32 rows
-// of stride hdp: copies (f32), even/odd-widened (bf16, `pairs`) or converted and
-// zero-padded (otherwise). Prefetches the rows `dist` ahead in the gather order: this
-// head-chunk's, then (pf_off, pf_head, pf_n) the next one's.
+// of stride hdp: copies (f32, hd % L == 0), even/odd-widened (bf16, hd % 2L == 0) or
+// converted and zero-padded (otherwise). A pure load/store loop: many misses in flight.
 enum class Gather { kCopy, kPairs, kConvert };
 
 template <class V, Gather MODE>
 void gather_rows(const void* base, DType D, const int64_t* off, int64_t head_off, int32_t n,
-                 int32_t hd, int64_t hdp, float* dst, const int64_t* pf_off, int64_t pf_head,
-                 int32_t pf_n) {
+                 int32_t hd, int64_t hdp, float* dst) {
   constexpr int L = V::L;
-  const int64_t esz = D == DType::kF32 ? 4 : 2;
-  const char* b = static_cast<const char*>(base);
-  const int64_t row_bytes = hd * esz;
   for (int32_t j = 0; j < n; ++j) {
-    const int32_t pj = j + kDecodePrefetchRows;
-    const char* pr = pj < n ? b + (off[pj] + head_off) * esz
-                   : pj - n < pf_n ? b + (pf_off[pj - n] + pf_head) * esz : nullptr;
-    if (pr != nullptr) {
-      for (int64_t x = 0; x < row_bytes; x += 64) _mm_prefetch(pr + x, _MM_HINT_T0);
-    }
     const int64_t src = off[j] + head_off;
     float* d = dst + j * hdp;
-    if constexpr (MODE == Gather::kCopy) {  // f32, hd % L == 0
-      const float* sr = reinterpret_cast<const float*>(b) + src;
+    if constexpr (MODE == Gather::kCopy) {
+      const float* sr = static_cast<const float*>(base) + src;
       for (int32_t i = 0; i < hd; i += L) V::store(d + i, V::load(sr + i));
-    } else if constexpr (MODE == Gather::kPairs) {  // bf16, hd % 2L == 0
+    } else if constexpr (MODE == Gather::kPairs) {
       for (int32_t i = 0; i < hd; i += 2 * L) {
         typename V::vec x, y;
         V::template load2<DType::kBF16>(base, src + i, x, y);
@@ -666,24 +687,30 @@ void decode_run(const DecodeTask& t, float* scratch) {
     if (bn > 0) slot_offsets(kv, c0 + Bd, bn, slot_next);
     for (int32_t kh = 0; kh < nkv; ++kh) {
       const int64_t head_off = static_cast<int64_t>(kh) * hd;
-      // What is gathered after this head-chunk: the next head, or the next chunk's first.
-      const bool same = kh + 1 < nkv;
-      const int64_t* nf = same ? slot : slot_next;
-      const int64_t nh_off = same ? head_off + hd : 0;
-      const int32_t nn = same ? bc : imax(bn, 0);
       if (copy) {
-        gather_rows<V, Gather::kCopy>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf, nf, nh_off, nn);
-        gather_rows<V, Gather::kCopy>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf, nf, nh_off, nn);
+        gather_rows<V, Gather::kCopy>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf);
+        gather_rows<V, Gather::kCopy>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf);
       } else if (pairs) {
-        gather_rows<V, Gather::kPairs>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf, nf, nh_off, nn);
-        gather_rows<V, Gather::kPairs>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf, nf, nh_off, nn);
+        gather_rows<V, Gather::kPairs>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf);
+        gather_rows<V, Gather::kPairs>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf);
       } else {
-        gather_rows<V, Gather::kConvert>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf, nf, nh_off, nn);
-        gather_rows<V, Gather::kConvert>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf, nf, nh_off, nn);
+        gather_rows<V, Gather::kConvert>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf);
+        gather_rows<V, Gather::kConvert>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf);
       }
-      decode_head<V, R>(kbuf, kp, vp, bc, G, nv, hdp, qs + static_cast<int64_t>(kh) * G * hdp,
+      // While this head-chunk is computed: prefetch what is gathered next (the next head's
+      // rows, or the next chunk's first head).
+      const bool same = kh + 1 < nkv;
+      RowPrefetcher pf;
+      pf.k = static_cast<const char*>(kv.k);
+      pf.v = static_cast<const char*>(kv.v);
+      pf.esz = dt == DType::kF32 ? 4 : 2;
+      pf.off = same ? slot : slot_next;
+      pf.head_off = same ? head_off + hd : 0;
+      pf.row_bytes = hd * pf.esz;
+      pf.n = same ? bc : imax(bn, 0);
+      decode_head<V, R>(kbuf, hdp, kp, vp, bc, G, nv, hdp, qs + static_cast<int64_t>(kh) * G * hdp,
                         qpk + static_cast<int64_t>(kh) * G * hdp,
-                        o + static_cast<int64_t>(kh) * G * hdp, m + kh * G, l + kh * G, s, red);
+                        o + static_cast<int64_t>(kh) * G * hdp, m + kh * G, l + kh * G, s, red, pf);
     }
   }
   for (int32_t h = 0; h < nh; ++h) {
