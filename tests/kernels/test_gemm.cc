@@ -190,7 +190,7 @@ TEST_P(Gemm, EpilogueSeesEveryFinalElementOnceAligned) {
     int64_t m, n, k, align;
   } cases[] = {{1, 250, 64, 1},   {3, 256, 100, 64},  {8, 384, 48, 128}, {13, 250, 33, 48},
                {32, 250, 100, 64}, {100, 200, 64, 16}, {512, 96, 40, 48}, {64, 17, 20, 64},
-               {40, 1000, 30, 1}};
+               {40, 1000, 30, 1},   {200, 64, 300, 64}};
   int idx = 0;
   for (const auto& c : cases) {
     for (bool accumulate : {false, true}) {

@@ -1,15 +1,24 @@
-// GEMM drivers: weight concatenation, path selection (small-M dot tiles vs. packed
-// microkernel), blocking, threading and epilogues. The arithmetic lives in the per-ISA kernel
-// tables (gemm_avx2.cc, gemm_avx512.cc), chosen at run time from cpu_isa().
+// GEMM drivers: weight concatenation and preparation, path selection, blocking, threading and
+// epilogues. The arithmetic lives in the per-ISA kernel tables (gemm_avx2.cc,
+// gemm_avx512.cc), chosen at run time from cpu_isa(); all of it is float32 FMA (16-bit
+// weights are widened in registers, which on this CPU beats vdpbf16ps, and keeps activations
+// in float32).
 //
-// Small M (decode): bandwidth-bound. Each thread takes a contiguous range of output columns
-// (W rows) and streams each W row exactly once, multiplying it into all M activation rows
-// (dot-product tiles of 4 W rows x up to 6 x rows, reduced at the end).
-//
-// Large M (prefill): compute-bound. x is packed once per call into [M/mr][K][mr] panels; each
-// thread takes blocks of (M rows x nc columns), packs W (kc x nc, converted to float32, in
-// [kc][nr] micro-panels) and runs the mr x nr microkernel over them (GotoBLAS/BLIS loop
-// order: W micro-panel L1-resident, x block L2-resident).
+// Prepared W (prepare_weight: [ceil(N/32)][K][32] panels in the file dtype, the model's case):
+//  - M <= 128 (decode batches: bandwidth-bound; bf16 costs one shuffle per 16 columns): the
+//    microkernel reads the panels in place, so each thread streams its share of W exactly
+//    once, sequentially, with software prefetch.
+//  - larger M (prefill, compute-bound): each K block (kc = 256) of a column block's panels is
+//    widened to float32 once and reused by every row of the row block (GotoBLAS/BLIS order:
+//    W micro-panel in L1, x block in L2).
+// Row-major W (not prepared): M <= 16 uses dot-product tiles (4 W rows x up to 6 x rows,
+// 16-lane partial sums reduced at the end) with prefetch of the next tiles' rows; larger M
+// packs W per K block into float32 micro-panels with register transposes.
+// x is packed once per call into [M/mr][K][mr] (mr <= 14 on AVX-512, balanced: M = 32 -> 3 x
+// 11). Work items (row block x column block, columns aligned to the epilogue) are taken from
+// a shared counter by every pool thread, so a thread whose core is busy elsewhere takes fewer.
+// The epilogue runs once per finished item; SwiGLU computes matching gate and up panels in
+// the same item and writes silu(g) * u.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>

@@ -74,7 +74,7 @@ struct GemmTuning {
   int64_t nc = 256;
   int64_t mc = 512;
   int64_t max_dot_m = 16;     // row-major W: largest M on the dot path
-  int64_t max_direct_m = 32;  // prepared W: largest M reading panels directly (no f32 copy)
+  int64_t max_direct_m = 128;  // prepared W: largest M reading panels in place (no f32 copy)
   int64_t panel_pf = 4096;       // prepared W, direct: prefetch distance in bytes
 };
 GemmTuning& gemm_tuning();
