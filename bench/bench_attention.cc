@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <sys/mman.h>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -55,6 +57,22 @@ void fill_random(void* data, DType dt, int64_t n, uint64_t seed) {
   }
 }
 
+// KV-cache storage: 2 MiB aligned (64-byte aligned rows; set LLMSERVE_BENCH_HUGEPAGES=1 to
+// also ask for transparent huge pages).
+struct AlignedBytes {
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  explicit AlignedBytes(size_t bytes) : n((bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20)) {
+    p = static_cast<uint8_t*>(std::aligned_alloc(2u << 20, n));
+    if (p == nullptr) std::abort();
+    if (std::getenv("LLMSERVE_BENCH_HUGEPAGES") != nullptr) madvise(p, n, MADV_HUGEPAGE);
+  }
+  AlignedBytes(AlignedBytes&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+  AlignedBytes(const AlignedBytes&) = delete;
+  ~AlignedBytes() { std::free(p); }
+  uint8_t* data() { return p; }
+};
+
 // A paged batch of `seqs` sequences (num_query, ctx) over `layers` KV caches.
 struct Paged {
   AttentionShape shape;
@@ -63,7 +81,7 @@ struct Paged {
   std::vector<int32_t> qsl, lens, tables;
   std::vector<int64_t> slots;
   int32_t max_blocks = 0;
-  std::vector<std::vector<uint8_t>> k, v;  // per layer
+  std::vector<AlignedBytes> k, v;  // per layer
   std::vector<float> q, out;
   AttentionMetadata meta;
 

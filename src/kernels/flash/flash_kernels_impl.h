@@ -356,15 +356,16 @@ void prefill(const PrefillTile& t, float* scratch) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Decode: one query token, all KV heads, context [kv_begin, kv_end) in chunks of Bd rows.
-// Per chunk and KV head:
-//  1. gather: the head's K and V rows are copied (f32) or widened (bf16, f16) into small
-//     float32 buffers, a pure load/store loop that keeps many cache misses in flight;
-//  2. scores of the group's query heads, 3. online softmax, 4. O += P V, all from L1, while
-//     the rows gathered next are prefetched into L2 a few at a time.
-// Measured on the 2-core target: gathering per head beat gathering whole slot rows (all heads)
-// into an L2-sized buffer, and prefetching from the compute loops beat prefetching from the
-// gather loop.
+// Decode: one query token, all KV heads, context [kv_begin, kv_end) in chunks of Bd rows
+// (one item covers every KV head of a sequence, so each cache block is fully used while it is
+// in cache). Per chunk and KV head: scores of the group's query heads, online softmax,
+// O += P V; meanwhile the rows of the next head-chunk are prefetched into L2 a few at a time
+// from inside the compute loops (cache blocks sit at random places, and a head's rows are a
+// slot apart, so hardware prefetchers rarely help; measured on the 2-core target, this beat
+// prefetching in bursts, gathering rows into buffers first, and gathering whole slot rows).
+// K and V are read in place when they are f32 (head_dim % L == 0); bf16 V is widened in the
+// PV kernel and bf16 K is widened into a small float32 buffer for the broadcasts of the
+// packed kernel; other cases (f16, odd head_dim) are converted into zero-padded rows first.
 //
 // Two score kernels. "Packed" (the group G divides L and R = L / G is in V::packed_r): the
 // lanes hold (head g, residue r) pairs; a K row is broadcast R elements at a time (a
@@ -373,8 +374,8 @@ void prefill(const PrefillTile& t, float* scratch) {
 // interleave-add steps. "Generic" (any G): each K row is dotted, vectorised over d, with
 // every query head, and the L-lane partial sums of L rows are reduced by a transpose-add tree.
 // bf16 rows (head_dim a multiple of 2L) are widened two vectors at a time (V::load2: a shift
-// gives the even elements, a mask the odd ones), so K and V are stored in that even/odd
-// order: q is permuted to match and O is un-permuted at the end.
+// gives the even elements, a mask the odd ones), so K and V are used in that even/odd order:
+// q is permuted to match and O is un-permuted at the end.
 
 constexpr int32_t kDecodeChunk = kPrefillKvTile;
 constexpr int32_t kDecodeScoreGroup = 8;  // query heads per pass over a K row (generic)
@@ -468,19 +469,21 @@ void decode_scores(const float* const* kp, int32_t bcp, const float* qs, int64_t
   }
 }
 
-// Packed: s[g][jb + r] for the G = L / R heads. K rows (float32, stride ldk, zero-padded to
-// nc * R elements) are taken RS at a time with A partial accumulators each (A * RS
-// independent FMA chains); qpk = Q' [nc][L].
+// Packed: s[g][jb + r] for the G = L / R heads. K rows (float32, nc * R elements) are taken
+// RS at a time with A partial accumulators each (A * RS independent FMA chains);
+// qpk = Q' [nc][L].
 template <class V, int R, int RS, int A>
-void decode_scores_packed(const float* kbase, int64_t ldk, int32_t bcp, const float* qpk,
-                          int32_t nc, float* s, RowPrefetcher& pf) {
+void decode_scores_packed(const float* const* kp, int32_t bcp, const float* qpk, int32_t nc,
+                          float* s, RowPrefetcher& pf) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   static_assert(RS % R == 0);
   const int32_t pf_rows = (pf.n + bcp / RS - 1) / (bcp / RS);
   for (int32_t jb = 0; jb < bcp; jb += RS) {
     pf.step(pf_rows);
-    const float* k0 = kbase + jb * ldk;
+    const float* kr[RS];
+#pragma GCC unroll 16
+    for (int r = 0; r < RS; ++r) kr[r] = kp[jb + r];
     vec acc[A][RS];
 #pragma GCC unroll 2
     for (int a = 0; a < A; ++a) {
@@ -493,7 +496,7 @@ void decode_scores_packed(const float* kbase, int64_t ldk, int32_t bcp, const fl
         const vec q = V::load(qpk + (c + a) * L);
 #pragma GCC unroll 16
         for (int r = 0; r < RS; ++r)
-          acc[a][r] = V::fma(V::template bcast<R>(k0 + r * ldk + (c + a) * R), q, acc[a][r]);
+          acc[a][r] = V::fma(V::template bcast<R>(kr[r] + (c + a) * R), q, acc[a][r]);
       }
     }
     if constexpr (A == 2) {
@@ -506,9 +509,26 @@ void decode_scores_packed(const float* kbase, int64_t ldk, int32_t bcp, const fl
   }
 }
 
+// O (GB heads x nd L-vectors at d0) += P V for the decode chunk; 16-bit V rows in pairs.
+template <class V, DType D, int GB>
+void decode_pv(int nd, const float* p, const void* const* vp, int32_t bc, int32_t d0, float* o,
+               int64_t ldo) {
+  constexpr int N = V::kDecNd;
+  if constexpr (D == DType::kF32) {
+    pv_dispatch_nd<V, D, GB>(nd, p, kDecodeChunk, 1, vp, bc, d0, o, ldo);
+  } else {
+    static_assert(N % 2 == 0);
+    if (nd >= 4 && N >= 4) {
+      pv_block<V, D, GB, (N >= 4 ? 4 : 2)>(p, kDecodeChunk, 1, vp, bc, d0, o, ldo);
+    } else {
+      pv_block<V, D, GB, 2>(p, kDecodeChunk, 1, vp, bc, d0, o, ldo);
+    }
+  }
+}
+
 // One chunk of one KV head from the gathered float32 rows (kbuf / kp, vp).
-template <class V, int R>
-void decode_head(const float* kbuf, int64_t ldk, const float* const* kp, const void* const* vp, int32_t bc,
+template <class V, int R, DType DV>
+void decode_head(const float* const* kp, const void* const* vp, int32_t bc,
                  int32_t G, int32_t nv, int64_t hdp, const float* qs, const float* qpk, float* o,
                  float* m, float* l, float* s, float* red, RowPrefetcher& pf) {
   using vec = typename V::vec;
@@ -517,7 +537,7 @@ void decode_head(const float* kbuf, int64_t ldk, const float* const* kp, const v
   if constexpr (R > 0) {
     constexpr int RS = V::kPackedRows < R ? R : V::kPackedRows;
     constexpr int A = RS == R && R == L ? 1 : 2;
-    decode_scores_packed<V, R, RS, A>(kbuf, ldk, bcp, qpk, static_cast<int32_t>(hdp / R), s, pf);
+    decode_scores_packed<V, R, RS, A>(kp, bcp, qpk, static_cast<int32_t>(nv * L / R), s, pf);
   } else {
     for (int32_t g0 = 0; g0 < G; g0 += kDecodeScoreGroup) {
       const float* q = qs + g0 * hdp;
@@ -565,23 +585,22 @@ void decode_head(const float* kbuf, int64_t ldk, const float* const* kp, const v
       const int nd = imin(ND, nv - d0);
       float* ob = o + g0 * hdp + d0 * L;
       if (gb == GB && nd == ND) {
-        pv_block<V, DType::kF32, GB, ND>(p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp);
+        pv_block<V, DV, GB, ND>(p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp);
         continue;
       }
       switch (gb) {
-        case 1: pv_dispatch_nd<V, DType::kF32, 1>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-        case 2: pv_dispatch_nd<V, DType::kF32, (GB >= 2 ? 2 : 1)>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-        case 3: pv_dispatch_nd<V, DType::kF32, (GB >= 3 ? 3 : 1)>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
-        default: pv_dispatch_nd<V, DType::kF32, GB>(nd, p, kDecodeChunk, 1, vp, bc, d0 * L, ob, hdp); break;
+        case 1: decode_pv<V, DV, 1>(nd, p, vp, bc, d0 * L, ob, hdp); break;
+        case 2: decode_pv<V, DV, (GB >= 2 ? 2 : 1)>(nd, p, vp, bc, d0 * L, ob, hdp); break;
+        case 3: decode_pv<V, DV, (GB >= 3 ? 3 : 1)>(nd, p, vp, bc, d0 * L, ob, hdp); break;
+        default: decode_pv<V, DV, GB>(nd, p, vp, bc, d0 * L, ob, hdp); break;
       }
     }
   }
 }
 
 // Gathers rows [0, n) (element offsets off[j] + head_off) of a cache tensor as float32 rows
-// of stride hdp: copies (f32, hd % L == 0), even/odd-widened (bf16, hd % 2L == 0) or
-// converted and zero-padded (otherwise). A pure load/store loop: many misses in flight.
-enum class Gather { kCopy, kPairs, kConvert };
+// of stride hdp: even/odd-widened (bf16, hd % 2L == 0) or converted and zero-padded.
+enum class Gather { kPairs, kConvert };
 
 template <class V, Gather MODE>
 void gather_rows(const void* base, DType D, const int64_t* off, int64_t head_off, int32_t n,
@@ -590,10 +609,7 @@ void gather_rows(const void* base, DType D, const int64_t* off, int64_t head_off
   for (int32_t j = 0; j < n; ++j) {
     const int64_t src = off[j] + head_off;
     float* d = dst + j * hdp;
-    if constexpr (MODE == Gather::kCopy) {
-      const float* sr = static_cast<const float*>(base) + src;
-      for (int32_t i = 0; i < hd; i += L) V::store(d + i, V::load(sr + i));
-    } else if constexpr (MODE == Gather::kPairs) {
+    if constexpr (MODE == Gather::kPairs) {
       for (int32_t i = 0; i < hd; i += 2 * L) {
         typename V::vec x, y;
         V::template load2<DType::kBF16>(base, src + i, x, y);
@@ -626,7 +642,6 @@ void decode_run(const DecodeTask& t, float* scratch) {
   constexpr int32_t Bd = kDecodeChunk;
   const int32_t G = t.group, hd = t.head_dim, nkv = t.n_kv_heads, nh = nkv * G;
   const int64_t hdp = round_up(hd, 2 * L);
-  const int32_t nv = static_cast<int32_t>(hdp / L);
   const DecodeLayout y = decode_layout<V>(nkv, G, hd);
   float* qs = scratch + y.qs;
   float* qpk = scratch + y.qpk;
@@ -647,17 +662,15 @@ void decode_run(const DecodeTask& t, float* scratch) {
   // 0), else scalar-tail conversion into zero-padded rows.
   const bool copy = dt == DType::kF32 && hd % L == 0;
   const bool pairs = dt == DType::kBF16 && hd % (2 * L) == 0;
+  const int32_t nv = static_cast<int32_t>((copy ? hd : hdp) / L);  // L-vectors per K/V row
   auto orig = [&](int64_t p) -> int64_t {  // storage position -> element index
     if (!pairs) return p;
     const int64_t blk = p / (2 * L) * (2 * L), i = p % (2 * L);
     return blk + (i < L ? 2 * i : 2 * (i - L) + 1);
   };
 
+  const int64_t esz = dt == DType::kF32 ? 4 : 2;
   for (int64_t i = 0; i < Bd * hdp; ++i) kbuf[i] = vbuf[i] = 0.0f;  // zero padding
-  for (int32_t j = 0; j < Bd; ++j) {
-    kp[j] = kbuf + j * hdp;
-    vp[j] = vbuf + j * hdp;
-  }
   for (int32_t h = 0; h < nh; ++h) {
     for (int64_t p = 0; p < hdp; ++p) {
       const int64_t d = orig(p);
@@ -687,16 +700,30 @@ void decode_run(const DecodeTask& t, float* scratch) {
     if (bn > 0) slot_offsets(kv, c0 + Bd, bn, slot_next);
     for (int32_t kh = 0; kh < nkv; ++kh) {
       const int64_t head_off = static_cast<int64_t>(kh) * hd;
+      // K: read in place (f32) or gathered into float32 rows (bf16 pairs, conversions).
+      // V: read in place (f32, bf16 pairs widened by the PV kernel) or gathered.
+      const char* kc = static_cast<const char*>(kv.k);
+      const char* vc = static_cast<const char*>(kv.v);
       if (copy) {
-        gather_rows<V, Gather::kCopy>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf);
-        gather_rows<V, Gather::kCopy>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf);
+        for (int32_t j = 0; j < bc; ++j) {
+          kp[j] = reinterpret_cast<const float*>(kc + (slot[j] + head_off) * esz);
+          vp[j] = vc + (slot[j] + head_off) * esz;
+        }
       } else if (pairs) {
         gather_rows<V, Gather::kPairs>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf);
-        gather_rows<V, Gather::kPairs>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf);
+        for (int32_t j = 0; j < bc; ++j) {
+          kp[j] = kbuf + j * hdp;
+          vp[j] = vc + (slot[j] + head_off) * esz;
+        }
       } else {
         gather_rows<V, Gather::kConvert>(kv.k, dt, slot, head_off, bc, hd, hdp, kbuf);
         gather_rows<V, Gather::kConvert>(kv.v, dt, slot, head_off, bc, hd, hdp, vbuf);
+        for (int32_t j = 0; j < bc; ++j) {
+          kp[j] = kbuf + j * hdp;
+          vp[j] = vbuf + j * hdp;
+        }
       }
+      for (int32_t j = bc; j < Bd; ++j) kp[j] = kp[0];  // rows past the context: masked
       // While this head-chunk is computed: prefetch what is gathered next (the next head's
       // rows, or the next chunk's first head).
       const bool same = kh + 1 < nkv;
@@ -708,9 +735,14 @@ void decode_run(const DecodeTask& t, float* scratch) {
       pf.head_off = same ? head_off + hd : 0;
       pf.row_bytes = hd * pf.esz;
       pf.n = same ? bc : imax(bn, 0);
-      decode_head<V, R>(kbuf, hdp, kp, vp, bc, G, nv, hdp, qs + static_cast<int64_t>(kh) * G * hdp,
-                        qpk + static_cast<int64_t>(kh) * G * hdp,
-                        o + static_cast<int64_t>(kh) * G * hdp, m + kh * G, l + kh * G, s, red, pf);
+      float* qh = qs + static_cast<int64_t>(kh) * G * hdp;
+      float* qph = qpk + static_cast<int64_t>(kh) * G * hdp;
+      float* oh = o + static_cast<int64_t>(kh) * G * hdp;
+      if (pairs) {
+        decode_head<V, R, DType::kBF16>(kp, vp, bc, G, nv, hdp, qh, qph, oh, m + kh * G, l + kh * G, s, red, pf);
+      } else {
+        decode_head<V, R, DType::kF32>(kp, vp, bc, G, nv, hdp, qh, qph, oh, m + kh * G, l + kh * G, s, red, pf);
+      }
     }
   }
   for (int32_t h = 0; h < nh; ++h) {
