@@ -6,8 +6,9 @@
 // `ours_raw` (row-major weights straight from the file, no prepare_weight), `matmul` (the seed's row-at-a-time kernel, the old
 // baseline) and `onednn` (oneDNN's matmul when built with it: f32 x f32 for f32 weights; for
 // bf16 weights bf16 x bf16 -> f32, the closest it supports, x converted to bf16 inside the
-// timed region). Every variant runs on ThreadPool::physical_cores() threads (oneDNN: its OpenMP
-// runtime with OMP_NUM_THREADS set to the same count; our pool sleeps while oneDNN runs).
+// timed region). Every variant runs on ThreadPool::physical_cores() threads, or
+// LLMSERVE_BENCH_THREADS (oneDNN: its OpenMP runtime with OMP_NUM_THREADS set to the same
+// count; our pool's workers sleep while oneDNN runs and OpenMP's while ours runs).
 //
 // The weights rotate through copies totalling > 2x the last-level cache (this machine reports
 // a large L3), so every call streams its weights from DRAM as a model's forward pass does.
@@ -132,7 +133,15 @@ constexpr ShapeDef kShapes[] = {
 };
 constexpr int64_t kMs[] = {1, 8, 32, 512};
 
-int threads() { return ThreadPool::physical_cores(); }
+/// ThreadPool::physical_cores(), or LLMSERVE_BENCH_THREADS (e.g. 1 for a single-thread
+/// comparison that a busy shared machine disturbs less).
+int threads() {
+  static const int n = [] {
+    const char* e = std::getenv("LLMSERVE_BENCH_THREADS");
+    return e != nullptr && std::atoi(e) > 0 ? std::atoi(e) : ThreadPool::physical_cores();
+  }();
+  return n;
+}
 ThreadPool& pool() {
   static ThreadPool p(threads());
   return p;
@@ -368,7 +377,7 @@ void register_all() {
 
 int main(int argc, char** argv) {
   // oneDNN (Debian's build) threads with OpenMP: same thread count as our pool.
-  const std::string n = std::to_string(llmserve::ThreadPool::physical_cores());
+  const std::string n = std::to_string(llmserve::threads());
   setenv("OMP_NUM_THREADS", n.c_str(), 0);
   benchmark::Initialize(&argc, argv);
   llmserve::register_all();

@@ -208,7 +208,9 @@ void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t
   const int64_t qpanels = ceil_div(width, kPanel);
   const int64_t sets = job.silu ? 2 : 1;  // SwiGLU: gate panels then up panels
   thread_local Scratch wscratch, cscratch;
-  float* wbuf = plan.direct ? nullptr : wscratch.get(sets * qpanels * kPanel * plan.kc);
+  float* wbuf = plan.direct || (job.panels != nullptr && job.dtype == DType::kF32)
+                    ? nullptr
+                    : wscratch.get(sets * qpanels * kPanel * plan.kc);
   // Output target: y directly, or for SwiGLU a [rows][2 * width] gate|up tile.
   float* c = job.y + m0 * job.n + c0;
   int64_t ldc = job.n;
@@ -244,9 +246,11 @@ void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t
       }
     }
   } else {
+    // Prepared f32 panels already are float32 micro-panels: used in place, no copy.
+    const bool in_place = job.panels != nullptr && job.dtype == DType::kF32;
     for (int64_t pc = 0; pc < k; pc += plan.kc) {
       const int64_t kc = std::min(plan.kc, k - pc);
-      for (int64_t s = 0; s < sets; ++s) {
+      for (int64_t s = 0; s < sets && !in_place; ++s) {
         for (int64_t q = 0; q < qpanels; ++q) {
           const int64_t row = s * job.up_offset + c0 + q * kPanel;
           float* dst = wbuf + (s * qpanels + q) * kc * kPanel;
@@ -261,7 +265,9 @@ void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t
       const bool acc = pc > 0 || (job.accumulate && !job.silu);
       for (int64_t s = 0; s < sets; ++s) {
         for (int64_t q = 0; q < qpanels; ++q) {
-          tile(wbuf + (s * qpanels + q) * kc * kPanel, DType::kF32, pc, kc, s, q, acc, 0);
+          const void* wp = in_place ? job.panel(s * job.up_offset + c0 + q * kPanel, pc)
+                                    : wbuf + (s * qpanels + q) * kc * kPanel;
+          tile(wp, DType::kF32, pc, kc, s, q, acc, 0);
         }
       }
     }
