@@ -6,7 +6,8 @@
 //    64 tokens through the block table with an online softmax, skipping tiles beyond the
 //    tile's last query and masking inside the diagonal ones. Nothing O(N^2) exists.
 //  - decode (one query token): one item per sequence covering all KV heads, so every cache
-//    block is read front to back once; each K/V row is dotted with all heads of its group.
+//    block is fully consumed while it is in cache; each K/V row is loaded once and used by
+//    all query heads of its group.
 //    When there are too few sequences to occupy the threads, the context is split
 //    (flash-decoding) and the partial (m, l, O) states are merged afterwards.
 // Items are handed out dynamically (an atomic counter, largest first) so causal tiles of

@@ -448,7 +448,7 @@ void decode_scores(const float* const* kp, int32_t bcp, const float* qs, int64_t
                    float* s, float* red, RowPrefetcher& pf) {
   using vec = typename V::vec;
   constexpr int L = V::L;
-  const int32_t pf_rows = (pf.n + bcp / L - 1) / (bcp / L);
+  const int32_t pf_rows = (pf.n - pf.next + bcp / L - 1) / (bcp / L);
   for (int32_t jb = 0; jb < bcp; jb += L) {
     pf.step(pf_rows);
     for (int jj = 0; jj < L; ++jj) {
@@ -478,7 +478,7 @@ void decode_scores_packed(const float* const* kp, int32_t bcp, const float* qpk,
   using vec = typename V::vec;
   constexpr int L = V::L;
   static_assert(RS % R == 0);
-  const int32_t pf_rows = (pf.n + bcp / RS - 1) / (bcp / RS);
+  const int32_t pf_rows = (pf.n - pf.next + bcp / RS - 1) / (bcp / RS);
   for (int32_t jb = 0; jb < bcp; jb += RS) {
     pf.step(pf_rows);
     const float* kr[RS];
@@ -726,11 +726,11 @@ void decode_run(const DecodeTask& t, float* scratch) {
       for (int32_t j = bc; j < Bd; ++j) kp[j] = kp[0];  // rows past the context: masked
       // While this head-chunk is computed: prefetch what is gathered next (the next head's
       // rows, or the next chunk's first head).
-      const bool same = kh + 1 < nkv;
       RowPrefetcher pf;
       pf.k = static_cast<const char*>(kv.k);
       pf.v = static_cast<const char*>(kv.v);
       pf.esz = dt == DType::kF32 ? 4 : 2;
+      const bool same = kh + 1 < nkv;
       pf.off = same ? slot : slot_next;
       pf.head_off = same ? head_off + hd : 0;
       pf.row_bytes = hd * pf.esz;
