@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/dtype.h"
@@ -27,7 +28,8 @@ struct StepLogits {
 class ModelRunner {
  public:
   /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, n_kv_heads,
-  /// head_dim] in kv_dtype (zero pages are mapped lazily, so untouched blocks cost no RSS).
+  /// head_dim] in kv_dtype, each an anonymous 2 MiB-aligned mapping (transparent huge pages
+  /// requested; zero pages are committed lazily, so untouched blocks cost no RSS).
   /// Errors: ResourceExhausted when the allocation fails (naming the bytes).
   static Expected<std::unique_ptr<ModelRunner>> create(std::unique_ptr<Model> model,
                                                        std::unique_ptr<AttentionBackend> attention,
@@ -57,7 +59,8 @@ class ModelRunner {
   int32_t num_blocks_, block_size_;
   DType kv_dtype_;
   ThreadPool* pool_;
-  std::vector<void*> kv_storage_;            // 2 per layer, calloc'd
+  std::vector<void*> kv_storage_;            // 2 per layer, 2 MiB-aligned
+  std::vector<std::pair<void*, size_t>> kv_mappings_;  // mmap regions to unmap
   std::vector<KVCacheLayer> kv_layers_;      // [n_layers]
   // Batch arrays, reused across steps.
   std::vector<int32_t> token_ids_, positions_, query_start_loc_, seq_lens_, block_tables_;
