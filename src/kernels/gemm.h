@@ -37,10 +37,18 @@ struct WeightMatrix {
 /// Errors: InvalidArgument when parts is empty or `cols` differ.
 Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts);
 
-/// Optionally repacks W for this CPU's kernels (same dtype: a layout change only). Call once
-/// at load time; a no-op when the kernels read W as is. Never changes results beyond
-/// floating-point reassociation.
-void prepare_weight(WeightMatrix& w);
+/// What a prepared matrix will be used with.
+enum class WeightUse {
+  kGemm,     // gemm()
+  kSiluMul,  // gemm_silu_mul() (rows = 2F, gate stacked over up)
+};
+
+/// Repacks W for this CPU's kernels (same dtype: a layout change only; a copy). Call once at
+/// load time. When W owned an in-memory row-major copy (`storage`, e.g. from concat_rows) and
+/// every kernel path for `use` reads the packed copy, that copy is released (`data` becomes
+/// null) so the matrix is held once; file-backed `data` stays (it costs only page cache).
+/// Never changes results beyond floating-point reassociation.
+void prepare_weight(WeightMatrix& w, WeightUse use = WeightUse::kGemm);
 
 /// Called on finished output tiles so that per-element work happens while the tile is hot
 /// (e.g. RoPE + KV-cache write after the QKV projection: vLLM's reshape_and_cache fused into

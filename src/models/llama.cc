@@ -135,7 +135,7 @@ class LlamaModel final : public Model {
       LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
       prepare_weight(l.w_qkv);
       prepare_weight(l.wo);
-      prepare_weight(l.w_gate_up);
+      prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
       prepare_weight(l.w_down);
     }
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);

@@ -285,6 +285,30 @@ TEST_P(Gemm, PreparedWeightGivesSameResults) {
   }
 }
 
+TEST(PrepareWeight, ReleasesTheInMemoryCopyOnlyWhenPanelsServeEveryPath) {
+  ThreadPool pool2(2);
+  for (const int64_t f : {64, 33}) {  // 64: panel multiple; 33: gemm_silu_mul needs rows
+    TestWeight gate = make_weight(DType::kBF16, f, 100, 11), up = make_weight(DType::kBF16, f, 100, 12);
+    const WeightMatrix parts[] = {gate.w, up.w};
+    auto stacked = concat_rows(parts);
+    ASSERT_TRUE(stacked.ok());
+    WeightMatrix for_gemm = *stacked, for_silu = *stacked;
+    prepare_weight(for_gemm, WeightUse::kGemm);
+    prepare_weight(for_silu, WeightUse::kSiluMul);
+    EXPECT_EQ(for_gemm.data, nullptr);  // gemm() reads only the panels
+    EXPECT_EQ(for_silu.data == nullptr, f % 32 == 0) << "f=" << f;
+    // Both still compute the right thing after the release.
+    const auto x = random_vec(3 * 100, 13);
+    std::vector<float> want(3 * 2 * f), got(3 * 2 * f), silu_want(3 * f), silu_got(3 * f);
+    gemm(x.data(), 3, *stacked, want.data(), &pool2);
+    gemm(x.data(), 3, for_gemm, got.data(), &pool2);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4);
+    gemm_silu_mul(x.data(), 3, *stacked, silu_want.data(), &pool2);
+    gemm_silu_mul(x.data(), 3, for_silu, silu_got.data(), &pool2);
+    for (size_t i = 0; i < silu_want.size(); ++i) ASSERT_NEAR(silu_got[i], silu_want[i], 1e-4);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Isa, Gemm,
     ::testing::Values(Config{CpuIsa::kAvx512Bf16, 0}, Config{CpuIsa::kAvx512Bf16, 2},

@@ -28,6 +28,7 @@
 #include <new>
 #include <vector>
 
+#include "common/check.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_kernels.h"
 #include "kernels/gemm.h"
@@ -423,7 +424,7 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
   return w;
 }
 
-void prepare_weight(WeightMatrix& w) {
+void prepare_weight(WeightMatrix& w, WeightUse use) {
   if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
     return;
   }
@@ -463,6 +464,12 @@ void prepare_weight(WeightMatrix& w) {
   }
   w.packed = std::shared_ptr<const void>(buf, [](const void* q) { std::free(const_cast<void*>(q)); });
   w.packed_format = kPackedPanels;
+  // gemm() always reads the panels; gemm_silu_mul() only when F is a panel multiple (see there).
+  const bool panels_only = use == WeightUse::kGemm || (w.rows / 2) % kPanel == 0;
+  if (w.storage != nullptr && panels_only) {
+    w.storage.reset();
+    w.data = nullptr;
+  }
 }
 
 void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
@@ -475,6 +482,8 @@ void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool
   job.panels = w.packed_format == kPackedPanels ? w.packed.get() : nullptr;
   job.dtype = w.dtype;
   job.n = w.rows;
+  LLMS_CHECK(job.panels != nullptr || job.w != nullptr || job.m * job.n * job.k == 0,
+             "gemm: weight has no data");
   job.silu = false;
   job.y = y;
   job.accumulate = mode == GemmOutput::kAccumulate;
@@ -496,6 +505,8 @@ void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float
   if (gate_up.packed_format == kPackedPanels && job.n % kPanel == 0) {
     job.panels = gate_up.packed.get();
   }
+  LLMS_CHECK(job.panels != nullptr || job.w != nullptr || job.m * job.n * job.k == 0,
+             "gemm_silu_mul: weight has neither row-major data nor usable panels");
   job.silu = true;
   job.y = out;
   job.accumulate = false;
