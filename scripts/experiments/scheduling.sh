@@ -41,7 +41,7 @@ run() {  # name extra-args...
 case "$EXP" in
   1)  # static vs dynamic vs continuous, widely varying output lengths, Poisson arrivals
     W=(--num-prompts 64 --input-len 32 --output-len 160 --range-ratio 0.9 --request-rate 100
-       --max-num-seqs 8)
+       --max-num-seqs 8 --max-num-batched-tokens 2048)
     for mode in static dynamic continuous; do
       run "exp1_${TAG}_$mode" "${W[@]}" --batching "$mode" --max-delay-ms 50
     done ;;
@@ -69,7 +69,7 @@ PY
     ;;
   4)  # paged KV utilisation vs a contiguous max_model_len reservation per request
     run "exp4_${TAG}_paged" --num-prompts 64 --input-len 64 --output-len 128 --range-ratio 0.9 \
-      --request-rate 100 --max-num-seqs 16
+      --request-rate 100 --max-num-seqs 16 --max-num-batched-tokens 2048
     python3 - "$OUT/exp4_${TAG}_paged.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
