@@ -14,6 +14,7 @@
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "kernels/gemm.h"
 #include "kv_cache/kv_cache_manager.h"
 #include "models/model_file.h"
 #include "runner/model_runner.h"
@@ -134,12 +135,12 @@ Status EngineCore::init(const EngineConfig& config) {
                                                      config_.cache.num_kv_blocks, bs, kv_dtype,
                                                      pool_.get()));
   spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}), vocab {}, "
-               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} threads, "
-               "attention {}",
+               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} thread{}, "
+               "attention {}, kernels {}",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
                mc.n_kv_heads, mc.attention_type(), mc.vocab_size, max_model_len_, num_blocks,
                bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
-               config_.attention_backend);
+               config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa());
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -24,6 +25,9 @@ CpuIsa cap_from_env(CpuIsa hw) {
   if (v == "avx2") want = CpuIsa::kAvx2;
   else if (v == "avx512") want = CpuIsa::kAvx512;
   else if (v == "avx512bf16") want = CpuIsa::kAvx512Bf16;
+  else if (!v.empty())
+    std::fprintf(stderr, "warning: LLMSERVE_ISA='%s' is not avx2, avx512 or avx512bf16; ignored\n",
+                 env);
   return want < hw ? want : hw;
 }
 
