@@ -64,8 +64,8 @@ void reference(const std::vector<float>& x, const std::vector<float>& w, int64_t
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double s = 0, a = 0;
-      const float* xi = &x[i * k];
-      const float* wj = &w[j * k];
+      const float* xi = x.data() + i * k;
+      const float* wj = w.data() + j * k;
       for (int64_t kk = 0; kk < k; ++kk) {
         const double p = static_cast<double>(xi[kk]) * wj[kk];
         s += p;

@@ -48,12 +48,13 @@ inline float scalar_from(const void* base, DType d, int64_t idx) {
 // out[j] = element offset of position p0 + j's slot, j < n: one division per call, then
 // walks the blocks.
 inline void slot_offsets(const KvSource& kv, int32_t p0, int32_t n, int64_t* out) {
+  if (n <= 0) return;
   int32_t b = p0 / kv.block_size, i = p0 - b * kv.block_size;
   int64_t base = static_cast<int64_t>(kv.block_table[b]) * kv.block_size;
   for (int32_t j = 0; j < n; ++j) {
     out[j] = (base + i) * kv.slot_stride;
-    if (++i == kv.block_size) {
-      i = 0;
+    if (++i == kv.block_size && j + 1 < n) {  // next block only if a position follows: the
+      i = 0;                                    // table may end exactly here
       base = static_cast<int64_t>(kv.block_table[++b]) * kv.block_size;
     }
   }
