@@ -33,6 +33,7 @@
 
 #include "common/thread_pool.h"
 #include "kernels/gemm.h"
+#include "kernels/ops.h"
 #include "machine_limits.h"
 
 #ifdef LLMSERVE_HAVE_DNNL
@@ -41,59 +42,10 @@
 
 namespace llmserve {
 
-// The seed's matmul (the old baseline; removed from kernels/ops.h by issue 4): copied here
-// verbatim so the comparison survives its removal. Row at a time: convert one W row to f32,
-// then an AVX2 dot product with each of the M activation rows.
+// The seed's matmul (the old baseline; removed from kernels/ops.h by issue 4), kept here so
+// the comparison survives its removal. Row at a time: convert one W row to f32 (to_f32), then
+// an AVX2 dot product (dot_f32, both still in kernels/ops.h) with each of the M activation rows.
 namespace old_ops {
-float dot_f32(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
-  }
-  for (; i + 8 <= n; i += 8)
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  __m256 acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  float sum = _mm_cvtss_f32(s);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
-  switch (dtype) {
-    case DType::kF32:
-      std::copy_n(static_cast<const float*>(src), n, dst);
-      return;
-    case DType::kF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                      reinterpret_cast<const __m128i*>(s + i))));
-      for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-      return;
-    }
-    case DType::kBF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-        __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(w));
-      }
-      for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
-  }
-}
-
 void matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool) {
   const int64_t n = w.rows, k = w.cols;
   const size_t elem = dtype_size(w.dtype);
