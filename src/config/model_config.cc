@@ -1,5 +1,7 @@
 #include "config/model_config.h"
 
+#include <cmath>
+
 namespace llmserve {
 
 Status ModelConfig::validate() const {
@@ -18,18 +20,96 @@ Status ModelConfig::validate() const {
   if (n_heads % n_kv_heads != 0)
     return InvalidArgument("model config: n_heads ({}) is not a multiple of n_kv_heads ({})",
                            n_heads, n_kv_heads);
-  if (head_dim % 2 != 0)
-    return InvalidArgument("model config: head_dim ({}) must be even for RoPE", head_dim);
-  if (!(rms_norm_eps > 0.0f) || !(rope_theta > 0.0f))
-    return InvalidArgument("model config: rms_norm_eps ({}) and rope_theta ({}) must be > 0",
-                           rms_norm_eps, rope_theta);
+  if (is_mla()) {
+    LLMS_RETURN_IF_ERROR(positive("qk_nope_head_dim", qk_nope_head_dim));
+    LLMS_RETURN_IF_ERROR(positive("qk_rope_head_dim", qk_rope_head_dim));
+    LLMS_RETURN_IF_ERROR(positive("v_head_dim", v_head_dim));
+    if (q_lora_rank < 0)
+      return InvalidArgument("model config: q_lora_rank must be >= 0, got {}", q_lora_rank);
+    if (n_kv_heads != 1)
+      return InvalidArgument("model config: MLA caches one latent head, n_kv_heads = {}",
+                             n_kv_heads);
+    if (head_dim != qk_nope_head_dim + qk_rope_head_dim)
+      return InvalidArgument("model config: MLA head_dim ({}) != qk_nope_head_dim ({}) + "
+                             "qk_rope_head_dim ({})", head_dim, qk_nope_head_dim,
+                             qk_rope_head_dim);
+  }
+  if (rope_dim() % 2 != 0)
+    return InvalidArgument("model config: RoPE dimension ({}) must be even", rope_dim());
+  if (!(rms_norm_eps > 0.0f) || !(rope_theta > 0.0f) || !std::isfinite(rms_norm_eps) ||
+      !std::isfinite(rope_theta))
+    return InvalidArgument("model config: rms_norm_eps ({}) and rope_theta ({}) must be finite "
+                           "and > 0", rms_norm_eps, rope_theta);
+  const RopeScaling& rs = rope_scaling;
+  if (rs.type != RopeScalingType::kNone && (!(rs.factor > 0.0f) || !std::isfinite(rs.factor)))
+    return InvalidArgument("model config: rope_scaling factor must be > 0, got {}", rs.factor);
+  if (rs.type == RopeScalingType::kLlama3 &&
+      (!(rs.high_freq_factor > rs.low_freq_factor) || !(rs.low_freq_factor > 0.0f) ||
+       rs.original_max_position_embeddings <= 0))
+    return InvalidArgument("model config: llama3 rope_scaling needs high_freq_factor ({}) > "
+                           "low_freq_factor ({}) > 0 and original_max_position_embeddings > 0"
+                           " ({})", rs.high_freq_factor, rs.low_freq_factor,
+                           rs.original_max_position_embeddings);
+  if (!rope_freq_factors.empty() &&
+      static_cast<int64_t>(rope_freq_factors.size()) != rope_dim() / 2)
+    return InvalidArgument("model config: rope_freqs has {} factors, expected rope_dim/2 = {}",
+                           rope_freq_factors.size(), rope_dim() / 2);
   return Status::Ok();
 }
 
 std::string ModelConfig::attention_type() const {
+  if (is_mla()) return "MLA";
   if (n_kv_heads == n_heads) return "MHA";
   if (n_kv_heads == 1) return "MQA";
   return "GQA";
+}
+
+KvCacheSpec ModelConfig::kv_cache_spec() const {
+  if (is_mla()) return {1, kv_lora_rank + qk_rope_head_dim, true};
+  return {n_kv_heads, head_dim, false};
+}
+
+int64_t ModelConfig::kv_bytes_per_token_per_layer(DType kv_dtype) const {
+  const KvCacheSpec s = kv_cache_spec();
+  return (s.v_shares_k ? 1 : 2) * int64_t{s.num_heads} * s.head_size *
+         static_cast<int64_t>(dtype_size(kv_dtype));
+}
+
+int64_t ModelConfig::mha_kv_bytes_per_token_per_layer(DType kv_dtype) const {
+  const int64_t elems = is_mla()
+                            ? int64_t{n_heads} * (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)
+                            : 2LL * n_heads * head_dim;
+  return elems * static_cast<int64_t>(dtype_size(kv_dtype));
+}
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  const int32_t d = rope_dim(), half = d / 2;
+  std::vector<float> inv(half);
+  for (int32_t i = 0; i < half; ++i)  // run.c / transformers: 1 / theta^(2i / d), float32
+    inv[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / static_cast<float>(d));
+  const RopeScaling& rs = rope_scaling;
+  if (rs.type == RopeScalingType::kLinear) {
+    for (float& f : inv) f /= rs.factor;
+  } else if (rs.type == RopeScalingType::kLlama3) {
+    // transformers modeling_rope_utils._compute_llama3_parameters.
+    const float old_len = static_cast<float>(rs.original_max_position_embeddings);
+    const float low_wavelen = old_len / rs.low_freq_factor;
+    const float high_wavelen = old_len / rs.high_freq_factor;
+    for (float& f : inv) {
+      const float wavelen = 2.0f * static_cast<float>(M_PI) / f;
+      if (wavelen < high_wavelen) continue;  // high frequency: kept
+      if (wavelen > low_wavelen) {           // low frequency: interpolated
+        f /= rs.factor;
+        continue;
+      }
+      const float smooth =
+          (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+      f = (1.0f - smooth) * f / rs.factor + smooth * f;
+    }
+  }
+  for (size_t i = 0; i < rope_freq_factors.size() && i < inv.size(); ++i)
+    inv[i] /= rope_freq_factors[i];
+  return inv;
 }
 
 }  // namespace llmserve

@@ -1,9 +1,10 @@
 // ModelConfig: the hyperparameters of a decoder-only transformer, filled by a weights loader
-// (GGUF metadata, llama2.c header, later HF config.json) and checked by validate().
+// (GGUF metadata, llama2.c header, Hugging Face config.json) and checked by validate().
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/status.h"
@@ -12,38 +13,100 @@ namespace llmserve {
 
 /// How RoPE pairs dimensions within a head.
 enum class RopeStyle {
-  kAdjacentPairs,  // (x[2i], x[2i+1]) rotate together: llama2.c, GGUF "llama" (GPT-J style)
-  kRotateHalf,     // (x[i], x[i + head_dim/2]): Hugging Face / GPT-NeoX style
+  kAdjacentPairs,  // (x[2i], x[2i+1]) rotate together: llama2.c, GGUF "llama" (GPT-J style),
+                   // DeepSeek-V2 (HF and GGUF)
+  kRotateHalf,     // (x[i], x[i + rope_dim/2]): Hugging Face Llama/Qwen, GGUF qwen2/qwen3
+                   // (GPT-NeoX style)
+};
+
+/// RoPE frequency scaling (HF config.json "rope_scaling"; GGUF rope.scaling.* / rope_freqs).
+enum class RopeScalingType {
+  kNone,
+  kLinear,  // position interpolation (Chen et al. 2023): every inv_freq / factor
+  kLlama3,  // Llama 3.1: low frequencies / factor, high kept, smooth ramp between
+            // (transformers' _compute_llama3_parameters)
+};
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;    // llama3
+  float high_freq_factor = 4.0f;   // llama3
+  int32_t original_max_position_embeddings = 8192;  // llama3
+};
+
+/// What one token occupies in one layer's KV cache. K (and V, unless v_shares_k) are each
+/// [num_blocks, block_size, num_heads, head_size] tensors.
+struct KvCacheSpec {
+  int32_t num_heads = 0;   // n_kv_heads; 1 for MLA
+  int32_t head_size = 0;   // head_dim; kv_lora_rank + qk_rope_head_dim for MLA
+  /// MLA: one latent tensor [c_kv | k_rope]; attention reads V as the first kv_lora_rank
+  /// values of each K row (no V tensor exists).
+  bool v_shares_k = false;
 };
 
 struct ModelConfig {
-  std::string architecture = "llama";  // GGUF general.architecture
-  std::string name;                    // served model name default (file stem)
+  /// Internal architecture name (GGUF general.architecture spelling): "llama", "qwen2",
+  /// "qwen3", "deepseek2". Mistral loads as "llama".
+  std::string architecture = "llama";
+  std::string name;                    // served model name default (file / directory stem)
   int32_t vocab_size = 0;
   int32_t dim = 0;          // hidden size
   int32_t n_layers = 0;
   int32_t n_heads = 0;      // query heads
-  int32_t n_kv_heads = 0;   // key/value heads: == n_heads MHA, 1 MQA, otherwise GQA
-  int32_t head_dim = 0;     // usually dim / n_heads
+  /// Key/value heads as cached: == n_heads MHA, 1 MQA, otherwise GQA. MLA: 1 (the latent).
+  int32_t n_kv_heads = 0;
+  /// Query/key head size: usually dim / n_heads; MLA: qk_nope_head_dim + qk_rope_head_dim.
+  int32_t head_dim = 0;
   int32_t ffn_dim = 0;      // SwiGLU hidden size
   int32_t max_position_embeddings = 0;  // trained / declared context length (tokens)
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
+  RopeScaling rope_scaling;
+  /// GGUF rope_freqs.weight (llama.cpp's precomputed llama3 factors): inv_freq[i] /= f[i].
+  std::vector<float> rope_freq_factors;
   bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections have biases (Qwen2; HF attention_bias)
+  bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
   DType weight_dtype = DType::kF32;  // dtype of the largest weights (informational)
 
-  /// Checks positivity and divisibility (n_heads % n_kv_heads == 0, head_dim even).
-  /// Error messages name the field and value.
+  // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 sec. 2.1); kv_lora_rank > 0
+  // marks an MLA model.
+  int32_t q_lora_rank = 0;       // 0: q_proj directly (DeepSeek-V2-Lite)
+  int32_t kv_lora_rank = 0;      // latent c_kv width
+  int32_t qk_nope_head_dim = 0;  // per-head query/key part without RoPE
+  int32_t qk_rope_head_dim = 0;  // decoupled RoPE key, shared by all heads
+  int32_t v_head_dim = 0;        // per-head value width
+
+  bool is_mla() const { return kv_lora_rank > 0; }
+  /// Dimensions RoPE rotates per head: qk_rope_head_dim for MLA, else head_dim.
+  int32_t rope_dim() const { return is_mla() ? qk_rope_head_dim : head_dim; }
+  /// Width of one head of attention output (o_proj input per head).
+  int32_t value_head_dim() const { return is_mla() ? v_head_dim : head_dim; }
+
+  /// Checks positivity and divisibility (n_heads % n_kv_heads == 0, RoPE dims even, MLA
+  /// dims consistent). Error messages name the field and value.
   Status validate() const;
 
-  /// "MHA", "GQA" or "MQA" from n_heads / n_kv_heads.
+  /// "MHA", "GQA", "MQA" from n_heads / n_kv_heads, or "MLA".
   std::string attention_type() const;
 
-  /// KV cache bytes for one token in one layer: 2 (K and V) * n_kv_heads * head_dim * elem.
-  int64_t kv_bytes_per_token_per_layer(DType kv_dtype) const {
-    return 2LL * n_kv_heads * head_dim * static_cast<int64_t>(dtype_size(kv_dtype));
-  }
+  /// The per-token, per-layer cache layout this attention needs.
+  KvCacheSpec kv_cache_spec() const;
+
+  /// KV cache bytes for one token in one layer: MHA/GQA/MQA 2 (K and V) * n_kv_heads *
+  /// head_dim * elem; MLA (kv_lora_rank + qk_rope_head_dim) * elem.
+  int64_t kv_bytes_per_token_per_layer(DType kv_dtype) const;
+
+  /// The same for the model's MHA equivalent (every query head caches its own K and V):
+  /// 2 * n_heads * head_dim * elem; MLA: n_heads * (qk_nope + qk_rope + v_head_dim) * elem
+  /// (what DeepSeek-V2 would cache without the latent; paper table 1).
+  int64_t mha_kv_bytes_per_token_per_layer(DType kv_dtype) const;
+
+  /// inv_freq[i], i < rope_dim()/2: theta^(-2i/rope_dim), then rope_scaling and
+  /// rope_freq_factors applied.
+  std::vector<float> rope_inv_freq() const;
 };
 
 }  // namespace llmserve

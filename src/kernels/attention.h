@@ -15,6 +15,9 @@ namespace llmserve {
 /// One layer's KV cache: K and V each [num_blocks, block_size, n_kv_heads, head_dim] in
 /// `dtype` (f32, bf16 or f16: --kv-cache-dtype). Element (slot, kv_head, d) sits at
 /// (slot * n_kv_heads + kv_head) * head_dim + d, slot = block_id * block_size + offset.
+/// MLA (DeepSeek-V2) caches one latent row [c_kv (kv_lora_rank) | k_rope] per slot and sets
+/// v == k: attention then reads V as each K row's values, and the model uses only the first
+/// kv_lora_rank output values (FlashMLA's layout).
 struct KVCacheLayer {
   void* k = nullptr;
   void* v = nullptr;

@@ -98,11 +98,7 @@ class WeightLoader {
 
 class LlamaModel final : public Model {
  public:
-  explicit LlamaModel(const ModelConfig& c) : cfg_(c) {
-    inv_freq_.resize(c.head_dim / 2);
-    for (int32_t i = 0; i < c.head_dim / 2; ++i)  // run.c: 1 / theta^(2i / head_dim)
-      inv_freq_[i] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / c.head_dim);
-  }
+  explicit LlamaModel(const ModelConfig& c) : cfg_(c), inv_freq_(c.rope_inv_freq()) {}
 
   Status load(const ModelFile& file) {
     WeightLoader w(file);

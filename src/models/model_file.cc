@@ -125,7 +125,22 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
 }
 
 const TensorView* ModelFile::find_tensor(std::string_view name) const {
+  if (format_ == Format::kHfDir) {
+    auto it = hf_by_gguf_name_.find(name);
+    return it == hf_by_gguf_name_.end() ? nullptr : it->second;
+  }
   return gguf_ ? gguf_->find_tensor(name) : llama2c_->find_tensor(name);
+}
+
+std::vector<const TensorView*> ModelFile::tensors() const {
+  std::vector<const TensorView*> out;
+  if (safetensors_) return safetensors_->tensors();
+  if (gguf_) {
+    for (const TensorView& t : gguf_->tensors()) out.push_back(&t);
+  } else if (llama2c_) {
+    for (const TensorView& t : llama2c_->tensors()) out.push_back(&t);
+  }
+  return out;
 }
 
 Expected<const TensorView*> ModelFile::tensor(std::string_view name) const {

@@ -1,31 +1,54 @@
-// ModelFile: an opened model checkpoint of any supported format (GGUF, llama2.c .bin), with
-// the hyperparameters it declares and its tensors under GGUF names. Owns the mapping; models
-// built from it borrow the tensor data, so it must outlive them.
+// ModelFile: an opened model checkpoint of any supported format (GGUF, llama2.c .bin, Hugging
+// Face directory with config.json + safetensors), with the hyperparameters it declares and its
+// tensors under GGUF names (HF names are mapped on open). Owns the mappings; models built from
+// it borrow the tensor data, so it must outlive them.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "config/model_config.h"
 #include "weights/gguf.h"
 #include "weights/llama2c.h"
+#include "weights/safetensors.h"
 
 namespace llmserve {
 
+/// Generation defaults a checkpoint declares (HF generation_config.json, else config.json's
+/// token ids; GGUF tokenizer.ggml.{bos,eos}_token_id). Unset fields stay empty.
+struct GenerationConfig {
+  std::vector<int32_t> eos_token_ids;  // every id that ends generation
+  int32_t bos_token_id = -1;
+  std::optional<float> temperature, top_p, repetition_penalty;
+  std::optional<int32_t> top_k;
+};
+
 class ModelFile {
  public:
-  enum class Format { kGguf, kLlama2c };
+  enum class Format { kGguf, kLlama2c, kHfDir };
 
-  /// Opens `path`, choosing the format by its magic ("GGUF" or else llama2.c), and reads the
-  /// ModelConfig (validated). Errors name the file and the problem: NotFound, DataLoss,
-  /// Unimplemented (architecture other than llama), InvalidArgument (inconsistent metadata).
+  /// Opens `path`: a directory is a Hugging Face model (config.json, model.safetensors or
+  /// model.safetensors.index.json, optional generation_config.json); a file is GGUF (by its
+  /// magic) or else llama2.c. Reads the ModelConfig (validated). Errors are one line naming
+  /// the file and the key or tensor: NotFound, DataLoss, Unimplemented (unknown architecture,
+  /// MoE layers, sliding window, unsupported rope_scaling type or dtype), InvalidArgument
+  /// (inconsistent metadata / config.json).
   static Expected<std::unique_ptr<ModelFile>> open(const std::string& path);
 
   Format format() const { return format_; }
+  /// The file, or the directory for kHfDir.
   const std::string& path() const { return path_; }
   const ModelConfig& config() const { return config_; }
+  const GenerationConfig& generation_config() const { return generation_; }
+  /// Every tensor of the checkpoint (for parameter counts), in file order.
+  std::vector<const TensorView*> tensors() const;
+  /// kHfDir: path of tokenizer.json when the directory has one, else "".
+  const std::string& tokenizer_json_path() const { return tokenizer_json_; }
   /// Non-null only for GGUF files (the tokenizer reads its vocabulary metadata).
   const GgufFile* gguf() const { return gguf_ ? &*gguf_ : nullptr; }
 
@@ -40,6 +63,10 @@ class ModelFile {
   ModelConfig config_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Llama2cCheckpoint> llama2c_;
+  std::unique_ptr<SafetensorsModel> safetensors_;
+  std::map<std::string, const TensorView*, std::less<>> hf_by_gguf_name_;  // kHfDir
+  GenerationConfig generation_;
+  std::string tokenizer_json_;
 };
 
 }  // namespace llmserve

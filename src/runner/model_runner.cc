@@ -54,22 +54,25 @@ void* map_kv_tensor(size_t bytes, void** map_base, size_t* map_bytes) {
 
 Status ModelRunner::allocate_kv_cache() {
   const ModelConfig& c = model_->config();
+  const KvCacheSpec spec = c.kv_cache_spec();
+  const int num_tensors = spec.v_shares_k ? 1 : 2;  // MLA: one latent tensor per layer
   const size_t per_layer =
-      size_t(num_blocks_) * block_size_ * size_t(c.n_kv_heads) * c.head_dim;
+      size_t(num_blocks_) * block_size_ * size_t(spec.num_heads) * spec.head_size;
   for (int32_t l = 0; l < c.n_layers; ++l) {
-    for (int kv = 0; kv < 2; ++kv) {
+    void* tensors[2] = {nullptr, nullptr};
+    for (int kv = 0; kv < num_tensors; ++kv) {
       void* map_base = nullptr;
       size_t map_bytes = 0;
       void* p = map_kv_tensor(per_layer * dtype_size(kv_dtype_), &map_base, &map_bytes);
       if (p == nullptr)
         return ResourceExhausted("cannot allocate the KV cache: {} blocks need {:.2f} GiB",
                                  num_blocks_,
-                                 2.0 * c.n_layers * per_layer * dtype_size(kv_dtype_) /
-                                     (1 << 30));
-      kv_storage_.push_back(p);
+                                 double(num_tensors) * c.n_layers * per_layer *
+                                     dtype_size(kv_dtype_) / (1 << 30));
       kv_mappings_.push_back({map_base, map_bytes});
+      tensors[kv] = p;
     }
-    kv_layers_.push_back({kv_storage_[2 * l], kv_storage_[2 * l + 1], kv_dtype_});
+    kv_layers_.push_back({tensors[0], spec.v_shares_k ? tensors[0] : tensors[1], kv_dtype_});
   }
   return Status::Ok();
 }

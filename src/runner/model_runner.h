@@ -27,8 +27,8 @@ struct StepLogits {
 
 class ModelRunner {
  public:
-  /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, n_kv_heads,
-  /// head_dim] in kv_dtype, each an anonymous 2 MiB-aligned mapping (transparent huge pages
+  /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, spec.num_heads,
+  /// spec.head_size] (ModelConfig::kv_cache_spec; MLA: one latent tensor, v == k) in kv_dtype, each an anonymous 2 MiB-aligned mapping (transparent huge pages
   /// requested; zero pages are committed lazily, so untouched blocks cost no RSS).
   /// Errors: ResourceExhausted when the allocation fails (naming the bytes).
   static Expected<std::unique_ptr<ModelRunner>> create(std::unique_ptr<Model> model,
@@ -39,7 +39,7 @@ class ModelRunner {
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
-  /// KV bytes one block takes across all layers (K and V) in kv_dtype.
+  /// KV bytes one block takes across all layers (K and V, or MLA's latent) in kv_dtype.
   static int64_t kv_bytes_per_block(const ModelConfig& c, int32_t block_size, DType kv_dtype);
 
   /// One forward pass over every scheduled token. The returned logits stay valid until the
@@ -59,7 +59,6 @@ class ModelRunner {
   int32_t num_blocks_, block_size_;
   DType kv_dtype_;
   ThreadPool* pool_;
-  std::vector<void*> kv_storage_;            // 2 per layer, 2 MiB-aligned
   std::vector<std::pair<void*, size_t>> kv_mappings_;  // mmap regions to unmap
   std::vector<KVCacheLayer> kv_layers_;      // [n_layers]
   // Batch arrays, reused across steps.
