@@ -7,6 +7,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "models/weight_loader.h"
 
 namespace llmserve {
 namespace {
@@ -65,35 +66,6 @@ class QkvEpilogue final : public GemmEpilogue {
   const int64_t* slots_;
   KVCacheLayer cache_;
   float* q_out_;
-};
-
-/// Loads tensors by GGUF name and checks their shapes against the config.
-class WeightLoader {
- public:
-  explicit WeightLoader(const ModelFile& file) : file_(file) {}
-
-  Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
-    LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
-    LLMS_RETURN_IF_ERROR(check_shape(*t, {rows, cols}));
-    return WeightMatrix{t->data, t->dtype, rows, cols};
-  }
-
-  Expected<std::vector<float>> vector(const std::string& name, int64_t n) {
-    LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
-    LLMS_RETURN_IF_ERROR(check_shape(*t, {n}));
-    std::vector<float> out(n);
-    to_f32(t->data, t->dtype, n, out.data());
-    return out;
-  }
-
- private:
-  Status check_shape(const TensorView& t, const std::vector<int64_t>& want) {
-    if (t.shape != want)
-      return DataLoss("{}: tensor {} has shape [{}], expected [{}] from the model config",
-                      file_.path(), t.name, fmt::join(t.shape, ", "), fmt::join(want, ", "));
-    return Status::Ok();
-  }
-  const ModelFile& file_;
 };
 
 class LlamaModel final : public Model {

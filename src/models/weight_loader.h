@@ -1,0 +1,56 @@
+// WeightLoader: fetches a model's tensors by GGUF name from a ModelFile and checks their
+// shapes against the model config, so that every model loader reports a missing or misshapen
+// tensor the same way (one line naming the file and the tensor). Shared by llama.cc and
+// deepseek2.cc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "models/model_file.h"
+
+namespace llmserve {
+
+class WeightLoader {
+ public:
+  /// `file` must outlive the loader and every matrix it returns (they borrow its mapping).
+  explicit WeightLoader(const ModelFile& file) : file_(file) {}
+
+  /// The tensor `name` with exactly `shape` (outermost first, PyTorch order), any dtype.
+  /// Errors: NotFound (absent), DataLoss (shape differs), both naming file and tensor.
+  Expected<const TensorView*> tensor(const std::string& name, const std::vector<int64_t>& shape) {
+    LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
+    LLMS_RETURN_IF_ERROR(check_shape(*t, shape));
+    return t;
+  }
+
+  /// A 2-D weight [rows, cols] viewed in place (file dtype, not copied).
+  Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {rows, cols}));
+    return WeightMatrix{t->data, t->dtype, rows, cols};
+  }
+
+  /// A 1-D tensor [n] converted to float32 (norm weights).
+  Expected<std::vector<float>> vector(const std::string& name, int64_t n) {
+    LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {n}));
+    std::vector<float> out(n);
+    to_f32(t->data, t->dtype, n, out.data());
+    return out;
+  }
+
+  const ModelFile& file() const { return file_; }
+
+ private:
+  Status check_shape(const TensorView& t, const std::vector<int64_t>& want) {
+    if (t.shape != want)
+      return DataLoss("{}: tensor {} has shape [{}], expected [{}] from the model config",
+                      file_.path(), t.name, fmt::join(t.shape, ", "), fmt::join(want, ", "));
+    return Status::Ok();
+  }
+  const ModelFile& file_;
+};
+
+}  // namespace llmserve
