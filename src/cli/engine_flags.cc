@@ -8,7 +8,7 @@
 namespace llmserve::cli {
 
 void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
-  app.add_option("model", c.model_path, "Model file: GGUF (.gguf) or llama2.c checkpoint (.bin)")
+  app.add_option("model", c.model_path, "Model: GGUF file, llama2.c .bin checkpoint or Hugging Face directory (config.json + *.safetensors)")
       ->required();
   app.add_option("--tokenizer", c.tokenizer_path,
                  "llama2.c tokenizer.bin (required for .bin checkpoints; GGUF files embed theirs)");

@@ -1,8 +1,12 @@
 #include "models/model_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+
+#include "kernels/ops.h"
+#include "models/hf_config.h"
 
 namespace llmserve {
 namespace {
@@ -13,52 +17,136 @@ std::string file_stem(const std::string& path) {
 
 Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   LLMS_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
-  if (arch != "llama")
-    return Unimplemented("{}: unsupported architecture '{}' (supported: llama)", g.path(), arch);
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "deepseek2")
+    return Unimplemented("{}: unsupported architecture '{}' (supported: llama, qwen2, qwen3, "
+                         "deepseek2)", g.path(), arch);
   ModelConfig c;
   c.architecture = arch;
-  c.rope_style = RopeStyle::kAdjacentPairs;  // llama.cpp's converter permutes Q/K for this
-  auto get_i = [&](const char* key) -> Expected<int32_t> {
-    LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(std::string("llama.") + key));
+  const std::string pre = arch + ".";
+  // llama.cpp's converter permutes llama Q/K rows for adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM);
+  // qwen2/qwen3 keep the HF order (NEOX, rotate-half); deepseek2 uses adjacent pairs.
+  c.rope_style = arch == "qwen2" || arch == "qwen3" ? RopeStyle::kRotateHalf
+                                                     : RopeStyle::kAdjacentPairs;
+  auto get_i = [&](const std::string& key) -> Expected<int32_t> {
+    LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + key));
     if (v <= 0 || v > (1LL << 31) - 1)
-      return InvalidArgument("{}: metadata llama.{} = {} is out of range", g.path(), key, v);
+      return InvalidArgument("{}: metadata {}{} = {} is out of range", g.path(), pre, key, v);
     return static_cast<int32_t>(v);
   };
+  auto has = [&](const std::string& key) { return g.has_key(pre + key); };
   LLMS_ASSIGN_OR_RETURN(c.dim, get_i("embedding_length"));
   LLMS_ASSIGN_OR_RETURN(c.n_layers, get_i("block_count"));
   LLMS_ASSIGN_OR_RETURN(c.n_heads, get_i("attention.head_count"));
   LLMS_ASSIGN_OR_RETURN(c.ffn_dim, get_i("feed_forward_length"));
   LLMS_ASSIGN_OR_RETURN(c.max_position_embeddings, get_i("context_length"));
   c.n_kv_heads = c.n_heads;
-  if (g.has_key("llama.attention.head_count_kv")) {
+  if (has("attention.head_count_kv")) {
     LLMS_ASSIGN_OR_RETURN(c.n_kv_heads, get_i("attention.head_count_kv"));
   }
-  c.head_dim = c.dim / c.n_heads;
-  if (g.has_key("llama.attention.key_length")) {
-    LLMS_ASSIGN_OR_RETURN(c.head_dim, get_i("attention.key_length"));
-  }
-  if (g.has_key("llama.attention.layer_norm_rms_epsilon")) {
-    LLMS_ASSIGN_OR_RETURN(double eps, g.get_float("llama.attention.layer_norm_rms_epsilon"));
+  if (has("attention.layer_norm_rms_epsilon")) {
+    LLMS_ASSIGN_OR_RETURN(double eps, g.get_float(pre + "attention.layer_norm_rms_epsilon"));
     c.rms_norm_eps = static_cast<float>(eps);
   }
-  if (g.has_key("llama.rope.freq_base")) {
-    LLMS_ASSIGN_OR_RETURN(double theta, g.get_float("llama.rope.freq_base"));
+  if (has("rope.freq_base")) {
+    LLMS_ASSIGN_OR_RETURN(double theta, g.get_float(pre + "rope.freq_base"));
     c.rope_theta = static_cast<float>(theta);
   }
   if (!std::isfinite(c.rms_norm_eps) || !std::isfinite(c.rope_theta))
     return InvalidArgument("{}: metadata rms_norm_eps ({}) and rope.freq_base ({}) must be finite",
                            g.path(), c.rms_norm_eps, c.rope_theta);
-  if (g.has_key("llama.rope.dimension_count")) {
-    LLMS_ASSIGN_OR_RETURN(int64_t rope_dim, g.get_int("llama.rope.dimension_count"));
-    if (rope_dim != c.head_dim)
-      return Unimplemented("{}: llama.rope.dimension_count = {} but head_dim = {}: partial "
-                           "rotary embeddings are not supported", g.path(), rope_dim, c.head_dim);
+
+  if (arch == "deepseek2") {
+    LLMS_ASSIGN_OR_RETURN(c.kv_lora_rank, get_i("attention.kv_lora_rank"));
+    if (has("attention.q_lora_rank")) {
+      LLMS_ASSIGN_OR_RETURN(c.q_lora_rank, get_i("attention.q_lora_rank"));
+    }
+    LLMS_ASSIGN_OR_RETURN(c.qk_rope_head_dim, get_i("rope.dimension_count"));
+    LLMS_ASSIGN_OR_RETURN(int32_t key_len, get_i("attention.key_length"));
+    LLMS_ASSIGN_OR_RETURN(int32_t value_len, get_i("attention.value_length"));
+    if (has("attention.key_length_mla")) {
+      // llama.cpp >= 2025: the cached "head" is the latent (key_length = kv_lora + rope,
+      // value_length = kv_lora); the per-head sizes moved to *_mla.
+      LLMS_ASSIGN_OR_RETURN(int32_t key_mla, get_i("attention.key_length_mla"));
+      LLMS_ASSIGN_OR_RETURN(c.v_head_dim, get_i("attention.value_length_mla"));
+      c.qk_nope_head_dim = key_mla - c.qk_rope_head_dim;
+      if (key_len != c.kv_lora_rank + c.qk_rope_head_dim || value_len != c.kv_lora_rank)
+        return InvalidArgument("{}: deepseek2.attention.key_length {} / value_length {} do not "
+                               "match kv_lora_rank {} + rope.dimension_count {}", g.path(),
+                               key_len, value_len, c.kv_lora_rank, c.qk_rope_head_dim);
+    } else {
+      c.qk_nope_head_dim = key_len - c.qk_rope_head_dim;
+      c.v_head_dim = value_len;
+    }
+    if (c.qk_nope_head_dim <= 0)
+      return InvalidArgument("{}: deepseek2 key length leaves no non-RoPE part (qk_nope = {})",
+                             g.path(), c.qk_nope_head_dim);
+    c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    c.n_kv_heads = 1;
+    int32_t leading_dense = c.n_layers;
+    if (has("leading_dense_block_count")) {
+      LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + "leading_dense_block_count"));
+      leading_dense = static_cast<int32_t>(std::clamp<int64_t>(v, 0, c.n_layers));
+    }
+    int64_t experts = 0;
+    if (has("expert_count")) {
+      LLMS_ASSIGN_OR_RETURN(experts, g.get_int(pre + "expert_count"));
+    }
+    if (experts > 0 && leading_dense < c.n_layers)
+      return Unimplemented("{}: blocks {}..{} are mixture-of-experts layers ({} experts); MoE "
+                           "layers are not supported yet", g.path(), leading_dense,
+                           c.n_layers - 1, experts);
+  } else {
+    c.head_dim = c.dim / c.n_heads;
+    if (has("attention.key_length")) {
+      LLMS_ASSIGN_OR_RETURN(c.head_dim, get_i("attention.key_length"));
+    }
+    if (has("attention.value_length")) {
+      LLMS_ASSIGN_OR_RETURN(int32_t value_len, get_i("attention.value_length"));
+      if (value_len != c.head_dim)
+        return Unimplemented("{}: {}attention.value_length {} != key_length {} is not supported",
+                             g.path(), pre, value_len, c.head_dim);
+    }
+    if (has("rope.dimension_count")) {
+      LLMS_ASSIGN_OR_RETURN(int64_t rope_dim, g.get_int(pre + "rope.dimension_count"));
+      if (rope_dim != c.head_dim)
+        return Unimplemented("{}: {}rope.dimension_count = {} but head_dim = {}: partial "
+                             "rotary embeddings are not supported", g.path(), pre, rope_dim,
+                             c.head_dim);
+    }
+    c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   }
+  if (g.has_key(pre + "attention.sliding_window"))
+    return Unimplemented("{}: {}attention.sliding_window: sliding-window attention is not "
+                         "implemented", g.path(), pre);
+
+  // RoPE scaling: rope.scaling.type (linear / yarn / none) + factor; llama3 frequency scaling
+  // arrives as llama.cpp's precomputed rope_freqs.weight tensor.
+  std::string scaling = "none";
+  if (has("rope.scaling.type")) {
+    LLMS_ASSIGN_OR_RETURN(scaling, g.get_string(pre + "rope.scaling.type"));
+  }
+  if (scaling == "linear") {
+    LLMS_ASSIGN_OR_RETURN(double factor, g.get_float(pre + "rope.scaling.factor"));
+    c.rope_scaling.type = RopeScalingType::kLinear;
+    c.rope_scaling.factor = static_cast<float>(factor);
+  } else if (scaling != "none") {
+    return Unimplemented("{}: {}rope.scaling.type '{}' is not supported (supported: none, "
+                         "linear, llama3 via rope_freqs)", g.path(), pre, scaling);
+  }
+  if (const TensorView* f = g.find_tensor("rope_freqs.weight")) {
+    if (f->shape.size() != 1 || f->shape[0] != c.rope_dim() / 2)
+      return DataLoss("{}: rope_freqs.weight has shape [{}], expected [{}]", g.path(),
+                      fmt::join(f->shape, ", "), c.rope_dim() / 2);
+    c.rope_freq_factors.resize(f->shape[0]);
+    to_f32(f->data, f->dtype, f->shape[0], c.rope_freq_factors.data());
+  }
+
   for (const TensorView& t : g.tensors()) {  // layers beyond block_count mean bad metadata
     int layer = -1;
     if (std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1 && layer >= c.n_layers)
-      return InvalidArgument("{}: tensor {} belongs to layer {} but llama.block_count = {}",
-                             g.path(), t.name, layer, c.n_layers);
+      return InvalidArgument("{}: tensor {} belongs to layer {} but {}block_count = {}",
+                             g.path(), t.name, layer, pre, c.n_layers);
   }
   const TensorView* emb = g.find_tensor("token_embd.weight");
   if (!emb) return NotFound("{}: missing tensor token_embd.weight", g.path());
@@ -68,6 +156,15 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.weight_dtype = emb->dtype;
   return c;
+}
+
+GenerationConfig generation_from_gguf(const GgufFile& g) {
+  GenerationConfig gen;
+  if (auto eos = g.get_int("tokenizer.ggml.eos_token_id"); eos.ok() && *eos >= 0)
+    gen.eos_token_ids.push_back(static_cast<int32_t>(*eos));
+  if (auto bos = g.get_int("tokenizer.ggml.bos_token_id"); bos.ok() && *bos >= 0)
+    gen.bos_token_id = static_cast<int32_t>(*bos);
+  return gen;
 }
 
 ModelConfig config_from_llama2c(const Llama2cHeader& h) {
@@ -102,26 +199,78 @@ bool has_gguf_magic(const std::string& path) {
 Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return NotFound("{}: no such model file", path);
-  if (!std::filesystem::is_regular_file(path, ec))
-    return InvalidArgument("{}: not a regular file (expected a .gguf or llama2.c .bin file)",
-                           path);
   auto mf = std::make_unique<ModelFile>();
   mf->path_ = path;
-  if (has_gguf_magic(path)) {
+  if (std::filesystem::is_directory(path, ec)) {
+    LLMS_RETURN_IF_ERROR(mf->open_hf_dir());
+  } else if (!std::filesystem::is_regular_file(path, ec)) {
+    return InvalidArgument("{}: not a regular file or directory (expected a .gguf file, a "
+                           "llama2.c .bin file or a Hugging Face model directory)", path);
+  } else if (has_gguf_magic(path)) {
     mf->format_ = Format::kGguf;
     LLMS_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(path));
     mf->gguf_ = std::make_unique<GgufFile>(std::move(g));
     LLMS_ASSIGN_OR_RETURN(mf->config_, config_from_gguf(*mf->gguf_));
+    mf->generation_ = generation_from_gguf(*mf->gguf_);
+    mf->config_.name = file_stem(path);
   } else {
     mf->format_ = Format::kLlama2c;
     LLMS_ASSIGN_OR_RETURN(Llama2cCheckpoint ck, Llama2cCheckpoint::open(path));
     mf->llama2c_ = std::make_unique<Llama2cCheckpoint>(std::move(ck));
     mf->config_ = config_from_llama2c(mf->llama2c_->header());
+    mf->generation_.bos_token_id = 1;  // llama2.c tokenizer.bin conventions
+    mf->generation_.eos_token_ids = {2};
+    mf->config_.name = file_stem(path);
   }
-  mf->config_.name = file_stem(path);
   Status st = mf->config_.validate();
   if (!st.ok()) return InvalidArgument("{}: {}", path, st.message());
   return mf;
+}
+
+Status ModelFile::open_hf_dir() {
+  namespace fs = std::filesystem;
+  format_ = Format::kHfDir;
+  std::error_code ec;
+  if (!fs::exists(fs::path(path_) / "config.json", ec))
+    return NotFound("{}: not a model: the directory has no config.json (expected a Hugging "
+                    "Face model directory)", path_);
+  LLMS_ASSIGN_OR_RETURN(config_, read_hf_config(path_));
+  LLMS_ASSIGN_OR_RETURN(generation_, read_hf_generation_config(path_));
+  LLMS_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open_dir(path_));
+  safetensors_ = std::make_unique<SafetensorsModel>(std::move(st));
+  std::vector<std::string> unused;
+  for (const TensorView* t : safetensors_->tensors()) {
+    std::optional<std::string> name = gguf_name_for_hf(t->name);
+    if (!name) {
+      unused.push_back(t->name);
+      continue;
+    }
+    int layer = -1;
+    if (std::sscanf(name->c_str(), "blk.%d.", &layer) == 1 && layer >= config_.n_layers)
+      return InvalidArgument("{}: tensor {} belongs to layer {} but config.json has "
+                             "num_hidden_layers = {}", path_, t->name, layer, config_.n_layers);
+    hf_by_gguf_name_[*name] = t;
+  }
+  for (const std::string& n : unused) {
+    // Buffers some exporters save; everything else unknown means an unsupported feature.
+    if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
+    return Unimplemented("{}: tensor {} is not used by the {} architecture (unsupported "
+                         "feature, e.g. MoE experts)", path_, n, config_.architecture);
+  }
+  const TensorView* emb = find_tensor("token_embd.weight");
+  if (emb == nullptr) return NotFound("{}: missing tensor model.embed_tokens.weight", path_);
+  if (emb->shape.size() != 2 || emb->shape[0] != config_.vocab_size ||
+      emb->shape[1] != config_.dim)
+    return DataLoss("{}: tensor model.embed_tokens.weight has shape [{}], expected [{}, {}] "
+                    "from config.json (vocab_size, hidden_size)", path_,
+                    fmt::join(emb->shape, ", "), config_.vocab_size, config_.dim);
+  config_.weight_dtype = emb->dtype;
+  const fs::path tok = fs::path(path_) / "tokenizer.json";
+  if (fs::exists(tok, ec)) tokenizer_json_ = tok.string();
+  fs::path p = fs::path(path_);
+  if (!p.has_filename()) p = p.parent_path();  // "dir/" -> "dir"
+  config_.name = p.filename().string();
+  return Status::Ok();
 }
 
 const TensorView* ModelFile::find_tensor(std::string_view name) const {
@@ -145,8 +294,12 @@ std::vector<const TensorView*> ModelFile::tensors() const {
 
 Expected<const TensorView*> ModelFile::tensor(std::string_view name) const {
   const TensorView* t = find_tensor(name);
-  if (!t) return NotFound("{}: missing tensor {}", path_, name);
-  return t;
+  if (t) return t;
+  if (format_ == Format::kHfDir) {
+    if (std::optional<std::string> hf = hf_name_for_gguf(name))
+      return NotFound("{}: missing tensor {}", path_, *hf);
+  }
+  return NotFound("{}: missing tensor {}", path_, name);
 }
 
 }  // namespace llmserve

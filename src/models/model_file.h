@@ -58,6 +58,8 @@ class ModelFile {
   const TensorView* find_tensor(std::string_view name) const;
 
  private:
+  Status open_hf_dir();
+
   Format format_ = Format::kGguf;
   std::string path_;
   ModelConfig config_;

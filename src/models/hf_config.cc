@@ -1,0 +1,367 @@
+#include "models/hf_config.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace llmserve {
+namespace {
+
+using nlohmann::json;
+
+Expected<json> read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("{}: cannot open", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("{}: invalid JSON", path);
+  if (!j.is_object()) return InvalidArgument("{}: expected a JSON object", path);
+  return j;
+}
+
+/// Typed access to one JSON object with errors naming the file and the key. A key whose
+/// value is null counts as absent (HF writes "head_dim": null, "q_lora_rank": null).
+class Keys {
+ public:
+  Keys(const json& j, std::string file) : j_(j), file_(std::move(file)) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  Expected<int64_t> integer(const char* key) const {
+    if (!has(key)) return InvalidArgument("{}: missing required key \"{}\"", file_, key);
+    const json& v = j_.at(key);
+    if (!v.is_number_integer())
+      return InvalidArgument("{}: \"{}\" must be an integer, got {}", file_, key, v.dump());
+    return v.get<int64_t>();
+  }
+  /// A positive int32 (sizes, counts).
+  Expected<int32_t> size(const char* key) const {
+    LLMS_ASSIGN_OR_RETURN(int64_t v, integer(key));
+    if (v <= 0 || v > INT32_MAX)
+      return InvalidArgument("{}: \"{}\" = {} is out of range (must be positive)", file_, key,
+                             v);
+    return static_cast<int32_t>(v);
+  }
+  Expected<int32_t> size_or(const char* key, int32_t fallback) const {
+    if (!has(key)) return fallback;
+    return size(key);
+  }
+  Expected<double> number(const char* key) const {
+    if (!has(key)) return InvalidArgument("{}: missing required key \"{}\"", file_, key);
+    const json& v = j_.at(key);
+    if (!v.is_number())
+      return InvalidArgument("{}: \"{}\" must be a number, got {}", file_, key, v.dump());
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) return InvalidArgument("{}: \"{}\" must be finite", file_, key);
+    return d;
+  }
+  Expected<double> number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    return number(key);
+  }
+  Expected<bool> boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean())
+      return InvalidArgument("{}: \"{}\" must be true or false, got {}", file_, key, v.dump());
+    return v.get<bool>();
+  }
+  Expected<std::string> string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_string())
+      return InvalidArgument("{}: \"{}\" must be a string, got {}", file_, key, v.dump());
+    return v.get<std::string>();
+  }
+  const std::string& file() const { return file_; }
+  const json& raw() const { return j_; }
+
+ private:
+  const json& j_;
+  std::string file_;
+};
+
+struct ArchInfo {
+  const char* model_type;
+  const char* class_name;
+  const char* arch;             // internal (GGUF) name
+  int32_t default_max_positions;  // transformers' config default
+};
+
+// transformers defaults: LlamaConfig 2048, MistralConfig 4096*32, Qwen2/Qwen3Config 32768,
+// DeepseekV2Config 2048.
+constexpr ArchInfo kArchs[] = {
+    {"llama", "LlamaForCausalLM", "llama", 2048},
+    {"mistral", "MistralForCausalLM", "llama", 4096 * 32},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", 32768},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", 32768},
+    {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 2048},
+};
+
+Expected<RopeScaling> read_rope_scaling(const Keys& k) {
+  RopeScaling rs;
+  if (!k.has("rope_scaling")) return rs;
+  const json& v = k.raw().at("rope_scaling");
+  if (!v.is_object())
+    return InvalidArgument("{}: \"rope_scaling\" must be an object or null", k.file());
+  const Keys r(v, k.file() + " rope_scaling");
+  // transformers accepts "rope_type" (current) or "type" (legacy).
+  LLMS_ASSIGN_OR_RETURN(std::string type, r.string_or("rope_type", ""));
+  if (type.empty()) {
+    LLMS_ASSIGN_OR_RETURN(type, r.string_or("type", "default"));
+  }
+  if (type == "default") return rs;
+  if (type == "linear") {
+    rs.type = RopeScalingType::kLinear;
+  } else if (type == "llama3") {
+    rs.type = RopeScalingType::kLlama3;
+    LLMS_ASSIGN_OR_RETURN(double lo, r.number("low_freq_factor"));
+    LLMS_ASSIGN_OR_RETURN(double hi, r.number("high_freq_factor"));
+    LLMS_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
+                          r.size("original_max_position_embeddings"));
+    rs.low_freq_factor = static_cast<float>(lo);
+    rs.high_freq_factor = static_cast<float>(hi);
+  } else {
+    return Unimplemented("{}: rope_scaling type \"{}\" is not supported (supported: linear, "
+                         "llama3)", k.file(), type);
+  }
+  LLMS_ASSIGN_OR_RETURN(double factor, r.number("factor"));
+  rs.factor = static_cast<float>(factor);
+  return rs;
+}
+
+// (HF name inside model.layers.N., GGUF name inside blk.N.)
+constexpr std::pair<const char*, const char*> kLayerNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router: present = MoE layer
+};
+constexpr std::pair<const char*, const char*> kGlobalNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+bool parse_layer(std::string_view name, std::string_view prefix, int* layer,
+                 std::string_view* rest) {
+  if (name.substr(0, prefix.size()) != prefix) return false;
+  name.remove_prefix(prefix.size());
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 9) return false;
+  int v = 0;
+  for (char c : name.substr(0, dot)) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *layer = v;
+  *rest = name.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> gguf_name_for_hf(std::string_view hf_name) {
+  for (const auto& [hf, gg] : kGlobalNames)
+    if (hf_name == hf) return std::string(gg);
+  int layer = 0;
+  std::string_view rest;
+  if (!parse_layer(hf_name, "model.layers.", &layer, &rest)) return std::nullopt;
+  for (const auto& [hf, gg] : kLayerNames)
+    if (rest == hf) return "blk." + std::to_string(layer) + "." + gg;
+  return std::nullopt;
+}
+
+std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name) {
+  for (const auto& [hf, gg] : kGlobalNames)
+    if (gguf_name == gg) return std::string(hf);
+  int layer = 0;
+  std::string_view rest;
+  if (!parse_layer(gguf_name, "blk.", &layer, &rest)) return std::nullopt;
+  for (const auto& [hf, gg] : kLayerNames)
+    if (rest == gg) return "model.layers." + std::to_string(layer) + "." + hf;
+  return std::nullopt;
+}
+
+Expected<ModelConfig> read_hf_config(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  LLMS_ASSIGN_OR_RETURN(json j, read_json_file(path));
+  const Keys k(j, path);
+
+  LLMS_ASSIGN_OR_RETURN(std::string model_type, k.string_or("model_type", ""));
+  std::string class_name;
+  if (k.has("architectures")) {
+    const json& a = j.at("architectures");
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+      return InvalidArgument("{}: \"architectures\" must be a non-empty list of strings", path);
+    class_name = a[0].get<std::string>();
+  }
+  const ArchInfo* info = nullptr;
+  for (const ArchInfo& a : kArchs)
+    if ((!model_type.empty() && model_type == a.model_type) ||
+        (model_type.empty() && class_name == a.class_name))
+      info = &a;
+  if (info == nullptr)
+    return Unimplemented("{}: unsupported architecture (model_type \"{}\", architectures "
+                         "\"{}\"); supported: LlamaForCausalLM, MistralForCausalLM, "
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, DeepseekV2ForCausalLM",
+                         path, model_type, class_name);
+  if (!class_name.empty() && class_name != info->class_name)
+    return Unimplemented("{}: architectures \"{}\" is not supported for model_type \"{}\" "
+                         "(expected {})", path, class_name, info->model_type, info->class_name);
+
+  ModelConfig c;
+  c.architecture = info->arch;
+  LLMS_ASSIGN_OR_RETURN(c.dim, k.size("hidden_size"));
+  LLMS_ASSIGN_OR_RETURN(c.ffn_dim, k.size("intermediate_size"));
+  LLMS_ASSIGN_OR_RETURN(c.n_heads, k.size("num_attention_heads"));
+  LLMS_ASSIGN_OR_RETURN(c.n_layers, k.size("num_hidden_layers"));
+  LLMS_ASSIGN_OR_RETURN(c.vocab_size, k.size("vocab_size"));
+  LLMS_ASSIGN_OR_RETURN(c.n_kv_heads, k.size_or("num_key_value_heads", c.n_heads));
+  LLMS_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                        k.size_or("max_position_embeddings", info->default_max_positions));
+  LLMS_ASSIGN_OR_RETURN(double eps, k.number_or("rms_norm_eps", 1e-6));
+  LLMS_ASSIGN_OR_RETURN(double theta, k.number_or("rope_theta", 10000.0));
+  c.rms_norm_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  LLMS_ASSIGN_OR_RETURN(c.tie_word_embeddings, k.boolean_or("tie_word_embeddings", false));
+  LLMS_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(k));
+  LLMS_ASSIGN_OR_RETURN(std::string act, k.string_or("hidden_act", "silu"));
+  if (act != "silu")
+    return Unimplemented("{}: hidden_act \"{}\" is not supported (only silu / SwiGLU)", path,
+                         act);
+  LLMS_ASSIGN_OR_RETURN(bool mlp_bias, k.boolean_or("mlp_bias", false));
+  if (mlp_bias) return Unimplemented("{}: mlp_bias = true is not supported", path);
+
+  if (c.architecture == "deepseek2") {
+    c.rope_style = RopeStyle::kAdjacentPairs;  // modeling_deepseek de-interleaves q_pe / k_pe
+    LLMS_ASSIGN_OR_RETURN(c.kv_lora_rank, k.size("kv_lora_rank"));
+    LLMS_ASSIGN_OR_RETURN(c.q_lora_rank, k.size_or("q_lora_rank", 0));
+    LLMS_ASSIGN_OR_RETURN(c.qk_nope_head_dim, k.size("qk_nope_head_dim"));
+    LLMS_ASSIGN_OR_RETURN(c.qk_rope_head_dim, k.size("qk_rope_head_dim"));
+    LLMS_ASSIGN_OR_RETURN(c.v_head_dim, k.size("v_head_dim"));
+    c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    c.n_kv_heads = 1;  // the latent is one shared "head"
+    LLMS_ASSIGN_OR_RETURN(bool bias, k.boolean_or("attention_bias", false));
+    if (bias) return Unimplemented("{}: attention_bias = true is not supported for MLA", path);
+    if (k.has("n_routed_experts")) {
+      LLMS_ASSIGN_OR_RETURN(int32_t first_dense, k.size_or("first_k_dense_replace", 0));
+      LLMS_ASSIGN_OR_RETURN(int32_t freq, k.size_or("moe_layer_freq", 1));
+      for (int32_t l = first_dense; l < c.n_layers; ++l)
+        if (l % freq == 0)
+          return Unimplemented("{}: layer {} is a mixture-of-experts layer (n_routed_experts, "
+                               "first_k_dense_replace = {}); MoE layers are not supported yet",
+                               path, l, first_dense);
+    }
+  } else {
+    c.rope_style = RopeStyle::kRotateHalf;  // HF Q/K layout (no GGUF permutation)
+    LLMS_ASSIGN_OR_RETURN(c.head_dim, k.size_or("head_dim", c.dim / c.n_heads));
+    if (!k.has("head_dim") && c.dim % c.n_heads != 0)
+      return InvalidArgument("{}: hidden_size {} is not a multiple of num_attention_heads {} "
+                             "and no head_dim is given", path, c.dim, c.n_heads);
+    // Qwen2's attention always has q/k/v biases (transformers hard-codes bias=True).
+    LLMS_ASSIGN_OR_RETURN(c.attention_bias,
+                          k.boolean_or("attention_bias", c.architecture == "qwen2"));
+    c.qk_norm = c.architecture == "qwen3";
+    if (c.n_heads % c.n_kv_heads != 0)
+      return InvalidArgument("{}: num_attention_heads {} is not a multiple of "
+                             "num_key_value_heads {}", path, c.n_heads, c.n_kv_heads);
+    // Sliding-window attention (Mistral, Qwen2 with use_sliding_window) equals full attention
+    // while the context fits in the window: cap the context there (what vLLM did before it
+    // implemented sliding windows) instead of computing wrong logits beyond it.
+    bool sliding = k.has("sliding_window") && info->model_type == std::string("mistral");
+    if (c.architecture == "qwen2" || c.architecture == "qwen3") {
+      LLMS_ASSIGN_OR_RETURN(sliding, k.boolean_or("use_sliding_window", false));
+    }
+    if (sliding && k.has("sliding_window")) {
+      LLMS_ASSIGN_OR_RETURN(int32_t window, k.size("sliding_window"));
+      if (window < c.max_position_embeddings) {
+        std::fprintf(stderr,
+                     "warning: %s: sliding_window %d < max_position_embeddings %d; sliding-"
+                     "window attention is not implemented, the context is capped at %d tokens\n",
+                     path.c_str(), window, c.max_position_embeddings, window);
+        c.max_position_embeddings = window;
+      }
+    }
+  }
+  if (Status st = c.validate(); !st.ok()) return InvalidArgument("{}: {}", path, st.message());
+  return c;
+}
+
+Expected<GenerationConfig> read_hf_generation_config(const std::string& dir) {
+  const std::filesystem::path gen = std::filesystem::path(dir) / "generation_config.json";
+  std::error_code ec;
+  const bool has_gen = std::filesystem::exists(gen, ec);
+  const std::string path = has_gen ? gen.string()
+                                   : (std::filesystem::path(dir) / "config.json").string();
+  LLMS_ASSIGN_OR_RETURN(json j, read_json_file(path));
+  const Keys k(j, path);
+  GenerationConfig g;
+  if (k.has("eos_token_id")) {
+    const json& e = j.at("eos_token_id");
+    auto take = [&](const json& v) -> Status {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+        return InvalidArgument("{}: \"eos_token_id\" must be a token id or a list of them, "
+                               "got {}", path, v.dump());
+      g.eos_token_ids.push_back(v.get<int32_t>());
+      return Status::Ok();
+    };
+    if (e.is_array()) {
+      for (const json& v : e) LLMS_RETURN_IF_ERROR(take(v));
+    } else {
+      LLMS_RETURN_IF_ERROR(take(e));
+    }
+  }
+  if (k.has("bos_token_id")) {
+    LLMS_ASSIGN_OR_RETURN(int64_t bos, k.integer("bos_token_id"));
+    if (bos < 0 || bos > INT32_MAX)
+      return InvalidArgument("{}: \"bos_token_id\" = {} is out of range", path, bos);
+    g.bos_token_id = static_cast<int32_t>(bos);
+  }
+  if (has_gen) {
+    if (k.has("temperature")) {
+      LLMS_ASSIGN_OR_RETURN(double t, k.number("temperature"));
+      g.temperature = static_cast<float>(t);
+    }
+    if (k.has("top_p")) {
+      LLMS_ASSIGN_OR_RETURN(double p, k.number("top_p"));
+      g.top_p = static_cast<float>(p);
+    }
+    if (k.has("repetition_penalty")) {
+      LLMS_ASSIGN_OR_RETURN(double r, k.number("repetition_penalty"));
+      g.repetition_penalty = static_cast<float>(r);
+    }
+    if (k.has("top_k")) {
+      LLMS_ASSIGN_OR_RETURN(int64_t tk, k.integer("top_k"));
+      if (tk < 0 || tk > INT32_MAX)
+        return InvalidArgument("{}: \"top_k\" = {} is out of range", path, tk);
+      g.top_k = static_cast<int32_t>(tk);
+    }
+  }
+  return g;
+}
+
+}  // namespace llmserve
