@@ -15,6 +15,8 @@ namespace {
 struct LayerWeights {
   std::vector<float> attn_norm;  // [dim]
   WeightMatrix w_qkv;            // [(n_heads + 2 n_kv) * hd, dim] = Wq; Wk; Wv stacked
+  std::vector<float> b_qkv;      // [(n_heads + 2 n_kv) * hd] = bq; bk; bv (Qwen2), or empty
+  std::vector<float> q_norm, k_norm;  // [hd] per-head RMSNorm weights (Qwen3), or empty
   WeightMatrix wo;               // [dim, n_heads*hd]
   std::vector<float> ffn_norm;   // [dim]
   WeightMatrix w_gate_up;        // [2 ffn, dim] = Wgate; Wup stacked
@@ -23,15 +25,19 @@ struct LayerWeights {
 
 /// Epilogue of the fused QKV projection (vLLM's rotary_embedding + reshape_and_cache in the
 /// GEMM's tile epilogue): for each finished [tokens x heads] tile of y = x·[Wq;Wk;Wv]^T it
-/// applies RoPE to the Q and K heads, copies Q to the attention input and stores K and V into
-/// the paged cache at the tokens' slots (converted to the cache dtype), while the tile is hot.
+/// adds the q/k/v biases (Qwen2), applies the per-head q/k RMSNorm (Qwen3) and RoPE to the Q
+/// and K heads, copies Q to the attention input and stores K and V into the paged cache at
+/// the tokens' slots (converted to the cache dtype), while the tile is hot.
 class QkvEpilogue final : public GemmEpilogue {
  public:
-  QkvEpilogue(const ModelConfig& c, const float* cos, const float* sin, const int64_t* slots,
-              KVCacheLayer cache, float* q_out)
+  QkvEpilogue(const ModelConfig& c, const LayerWeights& l, const float* cos, const float* sin,
+              const int64_t* slots, KVCacheLayer cache, float* q_out)
       : hd_(c.head_dim), q_dim_(int64_t{c.n_heads} * c.head_dim),
-        kv_dim_(int64_t{c.n_kv_heads} * c.head_dim), style_(c.rope_style), cos_(cos),
-        sin_(sin), slots_(slots), cache_(cache), q_out_(q_out) {}
+        kv_dim_(int64_t{c.n_kv_heads} * c.head_dim), style_(c.rope_style), eps_(c.rms_norm_eps),
+        bias_(l.b_qkv.empty() ? nullptr : l.b_qkv.data()),
+        q_norm_(l.q_norm.empty() ? nullptr : l.q_norm.data()),
+        k_norm_(l.k_norm.empty() ? nullptr : l.k_norm.data()), cos_(cos), sin_(sin),
+        slots_(slots), cache_(cache), q_out_(q_out) {}
 
   int64_t column_alignment() const override { return hd_; }
 
@@ -43,10 +49,13 @@ class QkvEpilogue final : public GemmEpilogue {
       const float* s = sin_ + t * half;
       for (int64_t col = n0; col < n1; col += hd_) {
         float* head = y + t * ldy + col;
+        if (bias_ != nullptr) add_inplace(head, bias_ + col, hd_);
         if (col < q_dim_) {  // query head
+          if (q_norm_ != nullptr) rmsnorm(head, q_norm_, head, hd_, eps_);
           rope_head(head, hd_, c, s, style_);
           std::copy_n(head, hd_, q_out_ + t * q_dim_ + col);
         } else if (col < q_dim_ + kv_dim_) {  // key head: RoPE, then into the cache
+          if (k_norm_ != nullptr) rmsnorm(head, k_norm_, head, hd_, eps_);
           rope_head(head, hd_, c, s, style_);
           store_kv_values(cache_.k, cache_.dtype, slots_[t] * kv_dim_ + (col - q_dim_), head,
                           hd_);
@@ -62,6 +71,8 @@ class QkvEpilogue final : public GemmEpilogue {
   int32_t hd_;
   int64_t q_dim_, kv_dim_;
   RopeStyle style_;
+  float eps_;
+  const float *bias_, *q_norm_, *k_norm_;
   const float *cos_, *sin_;
   const int64_t* slots_;
   KVCacheLayer cache_;
@@ -95,6 +106,26 @@ class LlamaModel final : public Model {
       LLMS_ASSIGN_OR_RETURN(qkv[1], w.matrix(p + "attn_k.weight", kv_dim, dim));
       LLMS_ASSIGN_OR_RETURN(qkv[2], w.matrix(p + "attn_v.weight", kv_dim, dim));
       LLMS_ASSIGN_OR_RETURN(l.w_qkv, concat_rows(qkv));
+      if (cfg_.attention_bias) {  // Qwen2: y = x·W^T + b for q, k and v
+        LLMS_ASSIGN_OR_RETURN(std::vector<float> bq, w.vector(p + "attn_q.bias", q_dim));
+        LLMS_ASSIGN_OR_RETURN(std::vector<float> bk, w.vector(p + "attn_k.bias", kv_dim));
+        LLMS_ASSIGN_OR_RETURN(std::vector<float> bv, w.vector(p + "attn_v.bias", kv_dim));
+        l.b_qkv = std::move(bq);
+        l.b_qkv.insert(l.b_qkv.end(), bk.begin(), bk.end());
+        l.b_qkv.insert(l.b_qkv.end(), bv.begin(), bv.end());
+      }
+      if (cfg_.qk_norm) {  // Qwen3: RMSNorm over each head of q and k before RoPE
+        LLMS_ASSIGN_OR_RETURN(l.q_norm, w.vector(p + "attn_q_norm.weight", cfg_.head_dim));
+        LLMS_ASSIGN_OR_RETURN(l.k_norm, w.vector(p + "attn_k_norm.weight", cfg_.head_dim));
+      }
+      for (const char* extra : {"attn_output.bias", "ffn_gate_inp.weight"}) {
+        if (file.find_tensor(p + extra) != nullptr)
+          return Unimplemented("{}: tensor {}{} is not supported (output-projection bias or "
+                               "MoE router)", file.path(), p, extra);
+      }
+      if (!cfg_.attention_bias && file.find_tensor(p + "attn_q.bias") != nullptr)
+        return InvalidArgument("{}: the checkpoint has q/k/v biases ({}attn_q.bias) but the "
+                               "config says attention_bias = false", file.path(), p);
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, q_dim));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
       LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
@@ -135,7 +166,7 @@ class LlamaModel final : public Model {
     for (int32_t li = 0; li < cfg_.n_layers; ++li) {
       const LayerWeights& l = layers_[li];
       // Attention block: one QKV GEMM whose epilogue applies RoPE and writes K/V to the cache.
-      const QkvEpilogue qkv_epilogue(cfg_, rope_cos_.data(), rope_sin_.data(),
+      const QkvEpilogue qkv_epilogue(cfg_, l, rope_cos_.data(), rope_sin_.data(),
                                      b.attn.slot_mapping, kv_cache[li], q_.data());
       gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
       attention.forward(b.attn, shape, q_.data(), kv_cache[li], att_.data(), pool);
