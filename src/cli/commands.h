@@ -83,6 +83,26 @@ class MakeModelCommand {
   std::string hf_dir_;
 };
 
+/// llmserve inspect MODEL: the model's shape, attention type, parameter count and KV cache
+/// cost (bytes per token; blocks, tokens and max-length sequences in a KV memory budget, sized
+/// as the engine sizes its pool), beside the MHA-equivalent figures. Text or --json.
+class InspectCommand {
+ public:
+  explicit InspectCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  CLI::Option* max_model_len_opt_ = nullptr;
+  std::string model_path_;           // MODEL or --model
+  std::string kv_cache_memory_;      // parse_bytes syntax; "" = kDefaultKvCacheMemoryBytes
+  int64_t max_model_len_ = 0;        // 0 = the model's max_position_embeddings
+  std::string kv_cache_dtype_ = "auto";
+  int32_t block_size_ = CacheConfig{}.block_size;
+  bool json_ = false;
+};
+
 /// Workload flags shared by `bench` and `bench serve`.
 struct BenchWorkloadFlags {
   int num_prompts = 100;            // requests

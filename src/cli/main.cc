@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   llmserve::cli::GenerateCommand generate(app);
   llmserve::cli::LogitsCommand logits(app);
   llmserve::cli::MakeModelCommand make_model(app);
+  llmserve::cli::InspectCommand inspect(app);
   std::string command_line = "llmserve";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   llmserve::cli::BenchCommand bench(app, command_line);
@@ -29,5 +30,6 @@ int main(int argc, char** argv) {
   if (logits.parsed()) return logits.run();
   if (bench.parsed()) return bench.run();
   if (make_model.parsed()) return make_model.run();
+  if (inspect.parsed()) return inspect.run();
   return 1;
 }

@@ -1,0 +1,327 @@
+// llmserve inspect: what a model checkpoint is (format, architecture, shape, RoPE, parameter
+// count) and what its KV cache costs: bytes per token, the attention type that decides them,
+// and how many blocks / tokens / max-length sequences fit in a KV memory budget, next to the
+// same figures for the model's MHA equivalent. Opens the model like the engine does
+// (ModelFile::open: mapped, no weights read) and sizes the pool with the engine's formula, so
+// `inspect` and `serve` agree on the number of blocks. Text (aligned) or one JSON object.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/check.h"
+#include "models/model_file.h"
+#include "runner/model_runner.h"
+
+namespace llmserve::cli {
+namespace {
+
+std::string format_name(ModelFile::Format f) {
+  switch (f) {
+    case ModelFile::Format::kGguf: return "gguf";
+    case ModelFile::Format::kLlama2c: return "llama2c";
+    case ModelFile::Format::kHfDir: return "hf";
+  }
+  return "unknown";
+}
+
+std::string rope_style_name(RopeStyle s) {
+  return s == RopeStyle::kRotateHalf ? "rotate_half" : "adjacent_pairs";
+}
+
+std::string rope_scaling_name(RopeScalingType t) {
+  switch (t) {
+    case RopeScalingType::kNone: return "none";
+    case RopeScalingType::kLinear: return "linear";
+    case RopeScalingType::kLlama3: return "llama3";
+  }
+  return "unknown";
+}
+
+/// 434560 -> "0.43M", 1100048384 -> "1.10B".
+std::string human_count(int64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.2f}B", double(n) / 1e9);
+  return fmt::format("{:.2f}M", double(n) / 1e6);
+}
+
+/// Binary units: 1536 -> "1.50 KiB", 2147483648 -> "2.00 GiB".
+std::string human_bytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.2f} {}", v, units[u]);
+}
+
+/// "12.5", "25", "100": a percentage without trailing zeros.
+std::string percent(double p) {
+  std::string s = fmt::format("{:.2f}", p);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+
+/// What a KV memory budget holds for one per-token-per-layer cost.
+struct KvCapacity {
+  int64_t bytes_per_token_per_layer = 0;
+  int64_t bytes_per_token = 0;  // all layers
+  int64_t bytes_per_block = 0;  // block_size tokens, all layers
+  int64_t blocks = 0;
+  int64_t tokens = 0;
+  int64_t sequences = 0;  // of max_model_len tokens each, held at once
+};
+
+/// blocks = budget / bytes_per_block, capped at 2^30 as LLMEngine does; a sequence of
+/// max_model_len tokens takes ceil(max_model_len / block_size) blocks.
+KvCapacity capacity(int64_t per_token_per_layer, int32_t n_layers, int32_t block_size,
+                    int64_t budget, int64_t max_model_len) {
+  KvCapacity c;
+  c.bytes_per_token_per_layer = per_token_per_layer;
+  c.bytes_per_token = per_token_per_layer * n_layers;
+  c.bytes_per_block = c.bytes_per_token * block_size;
+  c.blocks = c.bytes_per_block > 0 ? std::min<int64_t>(budget / c.bytes_per_block, 1 << 30) : 0;
+  c.tokens = c.blocks * block_size;
+  const int64_t blocks_per_seq = (max_model_len + block_size - 1) / block_size;
+  c.sequences = blocks_per_seq > 0 ? c.blocks / blocks_per_seq : 0;
+  return c;
+}
+
+nlohmann::json capacity_json(const KvCapacity& c) {
+  return {{"bytes_per_token_per_layer", c.bytes_per_token_per_layer},
+          {"bytes_per_token", c.bytes_per_token},
+          {"bytes_per_block", c.bytes_per_block},
+          {"blocks", c.blocks},
+          {"tokens", c.tokens},
+          {"sequences", c.sequences}};
+}
+
+/// Prints rows of (label, value) with the values aligned in one column.
+void print_rows(const std::vector<std::pair<std::string, std::string>>& rows) {
+  size_t width = 0;
+  for (const auto& [k, v] : rows) width = std::max(width, k.size());
+  for (const auto& [k, v] : rows) std::printf("%-*s  %s\n", int(width), k.c_str(), v.c_str());
+}
+
+}  // namespace
+
+InspectCommand::InspectCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand(
+      "inspect", "Describe a model (shape, attention type, parameters) and what its KV cache "
+                 "holds in a memory budget");
+  cmd_->add_option("model,--model", model_path_,
+                   "Model: GGUF file, llama2.c .bin, or Hugging Face directory "
+                   "(config.json + safetensors)");
+  cmd_->add_option("--kv-cache-memory", kv_cache_memory_,
+                   "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB, "
+                   "as serve)");
+  max_model_len_opt_ = cmd_->add_option("--max-model-len", max_model_len_,
+                   "Sequence length for 'sequences that fit' (default: the model's context "
+                   "length)");
+  cmd_->add_option("--kv-cache-dtype", kv_cache_dtype_,
+                   "KV cache element type: auto (the model's weight dtype), f32, bf16 or f16")
+      ->capture_default_str();
+  cmd_->add_option("--block-size", block_size_, "Tokens per KV cache block")
+      ->capture_default_str();
+  cmd_->add_flag("--json", json_, "Print one JSON object instead of the text report");
+}
+
+int InspectCommand::run() {
+  // Flags first (no file is opened for a bad command line).
+  if (model_path_.empty()) return fail(InvalidArgument("no model given (MODEL or --model)"));
+  CacheConfig cache;
+  cache.block_size = block_size_;
+  if (!kv_cache_memory_.empty()) {
+    auto bytes = parse_bytes(kv_cache_memory_);
+    if (!bytes.ok()) return fail(bytes.status());
+    cache.kv_cache_memory_bytes = *bytes;
+  }
+  if (Status st = cache.validate(); !st.ok()) return fail(st);
+  if (max_model_len_ < 0 || (max_model_len_ == 0 && max_model_len_opt_->count() > 0))
+    return fail(InvalidArgument("--max-model-len must be >= 1, got {}", max_model_len_));
+  std::optional<DType> kv_dtype_flag;
+  const std::string& kd = kv_cache_dtype_;
+  if (kd == "f32" || kd == "float32") kv_dtype_flag = DType::kF32;
+  else if (kd == "bf16" || kd == "bfloat16") kv_dtype_flag = DType::kBF16;
+  else if (kd == "f16" || kd == "float16") kv_dtype_flag = DType::kF16;
+  else if (kd != "auto")
+    return fail(InvalidArgument("--kv-cache-dtype: '{}' is not one of auto, f32, bf16, f16", kd));
+
+  auto file = ModelFile::open(model_path_);
+  if (!file.ok()) return fail(file.status());
+  const ModelFile& mf = **file;
+  const ModelConfig& c = mf.config();
+
+  int64_t params = 0, weight_bytes = 0;
+  for (const TensorView* t : mf.tensors()) {
+    params += t->numel();
+    weight_bytes += static_cast<int64_t>(t->nbytes);
+  }
+
+  // As LLMEngine::init: auto = the weights' dtype; budget = flag or the 2 GiB default.
+  const DType kv_dtype = kv_dtype_flag.value_or(c.weight_dtype);
+  const int64_t budget = cache.kv_cache_memory_bytes > 0 ? cache.kv_cache_memory_bytes
+                                                         : kDefaultKvCacheMemoryBytes;
+  const int64_t max_len = max_model_len_ > 0 ? max_model_len_ : c.max_position_embeddings;
+  const int32_t bs = cache.block_size;
+  const KvCapacity kv =
+      capacity(c.kv_bytes_per_token_per_layer(kv_dtype), c.n_layers, bs, budget, max_len);
+  const KvCapacity mha =
+      capacity(c.mha_kv_bytes_per_token_per_layer(kv_dtype), c.n_layers, bs, budget, max_len);
+  // The engine sizes its pool with ModelRunner::kv_bytes_per_block; the figure here is the same.
+  LLMS_CHECK(kv.bytes_per_block == ModelRunner::kv_bytes_per_block(c, bs, kv_dtype));
+  const double ratio = mha.bytes_per_token_per_layer > 0
+                           ? 100.0 * double(kv.bytes_per_token_per_layer) /
+                                 double(mha.bytes_per_token_per_layer)
+                           : 0.0;
+  const std::string attn = c.attention_type();
+  const int32_t group = c.is_mla() ? 0 : c.n_heads / c.n_kv_heads;
+
+  if (json_) {
+    nlohmann::json j;
+    j["path"] = mf.path();
+    j["format"] = format_name(mf.format());
+    j["architecture"] = c.architecture;
+    j["name"] = c.name;
+    j["num_layers"] = c.n_layers;
+    j["hidden_size"] = c.dim;
+    j["num_heads"] = c.n_heads;
+    j["num_kv_heads"] = c.n_kv_heads;
+    j["head_dim"] = c.head_dim;
+    j["ffn_dim"] = c.ffn_dim;
+    j["vocab_size"] = c.vocab_size;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    j["weight_dtype"] = std::string(dtype_name(c.weight_dtype));
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["attention_bias"] = c.attention_bias;
+    j["qk_norm"] = c.qk_norm;
+    nlohmann::json scaling = {{"type", rope_scaling_name(c.rope_scaling.type)},
+                              {"factor", c.rope_scaling.factor}};
+    if (c.rope_scaling.type == RopeScalingType::kLlama3) {
+      scaling["low_freq_factor"] = c.rope_scaling.low_freq_factor;
+      scaling["high_freq_factor"] = c.rope_scaling.high_freq_factor;
+      scaling["original_max_position_embeddings"] =
+          c.rope_scaling.original_max_position_embeddings;
+    }
+    j["rope"] = {{"theta", c.rope_theta},
+                 {"style", rope_style_name(c.rope_style)},
+                 {"dim", c.rope_dim()},
+                 {"freq_factors", c.rope_freq_factors.size()},
+                 {"scaling", scaling}};
+    if (c.is_mla())
+      j["mla"] = {{"q_lora_rank", c.q_lora_rank},
+                  {"kv_lora_rank", c.kv_lora_rank},
+                  {"qk_nope_head_dim", c.qk_nope_head_dim},
+                  {"qk_rope_head_dim", c.qk_rope_head_dim},
+                  {"v_head_dim", c.v_head_dim}};
+    j["parameters"] = params;
+    j["parameters_human"] = human_count(params);
+    j["weight_bytes"] = weight_bytes;
+    j["attention"] = {{"type", attn}};
+    if (!c.is_mla()) j["attention"]["group_size"] = group;
+    nlohmann::json k = capacity_json(kv);
+    k["dtype"] = std::string(dtype_name(kv_dtype));
+    k["block_size"] = bs;
+    k["memory_bytes"] = budget;
+    k["max_model_len"] = max_len;
+    k["mha_equivalent"] = capacity_json(mha);
+    k["ratio_to_mha_percent"] = ratio;
+    j["kv_cache"] = k;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"path", mf.path()},
+      {"format", format_name(mf.format())},
+      {"architecture", c.architecture},
+      {"name", c.name},
+      {"layers", std::to_string(c.n_layers)},
+      {"hidden size", std::to_string(c.dim)},
+      {"heads", std::to_string(c.n_heads)},
+      {"kv heads", std::to_string(c.n_kv_heads)},
+      {"head_dim", std::to_string(c.head_dim)},
+      {"ffn dim", std::to_string(c.ffn_dim)},
+      {"vocab", std::to_string(c.vocab_size)},
+      {"max_position_embeddings", std::to_string(c.max_position_embeddings)},
+      {"weight dtype", std::string(dtype_name(c.weight_dtype))},
+  };
+  std::string rope = fmt::format("theta {}, {}, dim {}", c.rope_theta, rope_style_name(c.rope_style),
+                                 c.rope_dim());
+  if (c.rope_scaling.type == RopeScalingType::kNone) rope += ", no scaling";
+  else rope += fmt::format(", scaling {} x{}", rope_scaling_name(c.rope_scaling.type),
+                           c.rope_scaling.factor);
+  if (!c.rope_freq_factors.empty())
+    rope += fmt::format(", {} freq factors", c.rope_freq_factors.size());
+  rows.push_back({"rope", rope});
+  if (c.is_mla()) {
+    rows.push_back({"mla q_lora_rank", std::to_string(c.q_lora_rank)});
+    rows.push_back({"mla kv_lora_rank", std::to_string(c.kv_lora_rank)});
+    rows.push_back({"mla qk_nope_head_dim", std::to_string(c.qk_nope_head_dim)});
+    rows.push_back({"mla qk_rope_head_dim", std::to_string(c.qk_rope_head_dim)});
+    rows.push_back({"mla v_head_dim", std::to_string(c.v_head_dim)});
+  }
+  rows.push_back({"parameters", fmt::format("{} ({})", params, human_count(params))});
+  rows.push_back({"weight bytes", fmt::format("{} ({})", weight_bytes, human_bytes(weight_bytes))});
+  std::string attn_text = attn;
+  if (attn == "GQA")
+    attn_text += fmt::format(" (group size {}: {} query heads share {} KV heads)", group,
+                             c.n_heads, c.n_kv_heads);
+  else if (attn == "MQA")
+    attn_text += fmt::format(" ({} query heads share 1 KV head)", c.n_heads);
+  else if (attn == "MLA")
+    attn_text += fmt::format(" (one latent of kv_lora_rank {} + qk_rope {} per token)",
+                             c.kv_lora_rank, c.qk_rope_head_dim);
+  rows.push_back({"attention", attn_text});
+  print_rows(rows);
+
+  std::printf("\nKV cache: %s, block size %d, %s budget (%lld bytes), sequences of %lld tokens\n",
+              std::string(dtype_name(kv_dtype)).c_str(), bs, human_bytes(budget).c_str(),
+              static_cast<long long>(budget), static_cast<long long>(max_len));
+  const std::vector<std::pair<std::string, int64_t KvCapacity::*>> fields = {
+      {"bytes per token per layer", &KvCapacity::bytes_per_token_per_layer},
+      {fmt::format("bytes per token ({} layers)", c.n_layers), &KvCapacity::bytes_per_token},
+      {fmt::format("bytes per block ({} tokens)", bs), &KvCapacity::bytes_per_block},
+      {"blocks", &KvCapacity::blocks},
+      {"tokens", &KvCapacity::tokens},
+      {fmt::format("sequences of {} tokens", max_len), &KvCapacity::sequences},
+  };
+  std::vector<std::string> labels, left, right;
+  labels.push_back("");
+  left.push_back(attn);
+  right.push_back("MHA equivalent");
+  for (const auto& [label, field] : fields) {
+    labels.push_back(label);
+    left.push_back(std::to_string(kv.*field));
+    right.push_back(std::to_string(mha.*field));
+  }
+  labels.push_back("ratio to MHA");
+  left.push_back(percent(ratio) + "%");
+  right.push_back("100%");
+  size_t w0 = 0, w1 = 0, w2 = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    w0 = std::max(w0, labels[i].size());
+    w1 = std::max(w1, left[i].size());
+    w2 = std::max(w2, right[i].size());
+  }
+  for (size_t i = 0; i < labels.size(); ++i)
+    std::printf("  %-*s  %*s  %*s\n", int(w0), labels[i].c_str(), int(w1), left[i].c_str(),
+                int(w2), right[i].c_str());
+  if (kv.blocks == 0)
+    std::printf("note: the budget holds no block; serve would refuse to start\n");
+  else if (kv.sequences == 0)
+    std::printf("note: the pool holds %lld tokens, fewer than one sequence of %lld; serve "
+                "would reject requests that long\n",
+                static_cast<long long>(kv.tokens), static_cast<long long>(max_len));
+  return 0;
+}
+
+}  // namespace llmserve::cli
