@@ -60,6 +60,10 @@ struct ModelConfig {
   int32_t head_dim = 0;
   int32_t ffn_dim = 0;      // SwiGLU hidden size
   int32_t max_position_embeddings = 0;  // trained / declared context length (tokens)
+  /// Sliding-window attention span (tokens; 0 = none). Sliding windows are not implemented:
+  /// the loader caps max_position_embeddings at the window and the engine refuses a longer
+  /// --max-model-len, so results stay exact (full attention == window attention there).
+  int32_t sliding_window = 0;
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;

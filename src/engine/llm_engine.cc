@@ -26,9 +26,23 @@ namespace {
 
 Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const EngineConfig& cfg, const ModelFile& mf) {
   if (!cfg.tokenizer_path.empty()) {
-    LLMS_ASSIGN_OR_RETURN(Vocab v, load_llama2c_vocab(cfg.tokenizer_path, mf.config().vocab_size));
+    // --tokenizer: a llama2.c tokenizer.bin, or any GGUF file whose vocabulary to use.
+    if (!GgufFile::has_magic(cfg.tokenizer_path)) {
+      LLMS_ASSIGN_OR_RETURN(Vocab v,
+                            load_llama2c_vocab(cfg.tokenizer_path, mf.config().vocab_size));
+      return make_spm_tokenizer(std::move(v));
+    }
+    LLMS_ASSIGN_OR_RETURN(GgufFile tf, GgufFile::open(cfg.tokenizer_path));
+    LLMS_ASSIGN_OR_RETURN(Vocab v, load_gguf_vocab(tf));
+    if (v.size() != mf.config().vocab_size)
+      return DataLoss("{}: vocabulary has {} tokens but the model has {}", cfg.tokenizer_path,
+                      v.size(), mf.config().vocab_size);
     return make_spm_tokenizer(std::move(v));
   }
+  if (mf.format() == ModelFile::Format::kHfDir)
+    return Unimplemented("{}: loading tokenizer.json is not implemented yet; pass --tokenizer "
+                         "with a GGUF file or llama2.c tokenizer.bin holding the same "
+                         "vocabulary", mf.path());
   if (mf.gguf() == nullptr)
     return InvalidArgument("{}: llama2.c checkpoints carry no vocabulary; pass --tokenizer "
                            "tokenizer.bin", mf.path());
@@ -93,6 +107,10 @@ Status EngineCore::init(const EngineConfig& config) {
                                                        : mc.max_position_embeddings;
   config_.scheduler.max_model_len = max_model_len_;
   LLMS_RETURN_IF_ERROR(config_.scheduler.validate());
+  if (mc.sliding_window > 0 && max_model_len_ > mc.sliding_window)
+    return InvalidArgument("--max-model-len {} exceeds the model's sliding window of {} tokens; "
+                           "sliding-window attention is not implemented", max_model_len_,
+                           mc.sliding_window);
   if (max_model_len_ > mc.max_position_embeddings)
     spdlog::warn("--max-model-len {} exceeds the model's declared context length {}",
                  max_model_len_, mc.max_position_embeddings);
@@ -172,6 +190,14 @@ Status EngineCore::check_request(const EngineRequest& r) const {
 Status EngineCore::add_request(int64_t request_id, EngineRequest request) {
   LLMS_RETURN_IF_ERROR(check_request(request));
   LLMS_CHECK(!requests_.count(request_id), "duplicate request id {}", request_id);
+  // The checkpoint's other end-of-sequence ids (generation_config.json eos_token_id lists,
+  // e.g. Llama 3's <|eot_id|>) stop generation like the tokenizer's EOS (vLLM does the same).
+  if (!request.params.ignore_eos) {
+    std::vector<int32_t>& stops = request.params.stop_token_ids;
+    for (int32_t id : model_file_->generation_config().eos_token_ids)
+      if (id != tokenizer_->eos_id() && std::find(stops.begin(), stops.end(), id) == stops.end())
+        stops.push_back(id);
+  }
   auto req = std::make_unique<Request>(request_id, std::move(request), *tokenizer_, config_.seed);
   scheduler_->add_request(req.get());
   requests_.emplace(request_id, std::move(req));

@@ -304,6 +304,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
                      "window attention is not implemented, the context is capped at %d tokens\n",
                      path.c_str(), window, c.max_position_embeddings, window);
         c.max_position_embeddings = window;
+        c.sliding_window = window;
       }
     }
   }

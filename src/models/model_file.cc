@@ -185,15 +185,6 @@ ModelConfig config_from_llama2c(const Llama2cHeader& h) {
   return c;
 }
 
-bool has_gguf_magic(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[4] = {};
-  const size_t n = std::fread(magic, 1, 4, f);
-  std::fclose(f);
-  return n == 4 && magic[0] == 'G' && magic[1] == 'G' && magic[2] == 'U' && magic[3] == 'F';
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
@@ -206,7 +197,7 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
   } else if (!std::filesystem::is_regular_file(path, ec)) {
     return InvalidArgument("{}: not a regular file or directory (expected a .gguf file, a "
                            "llama2.c .bin file or a Hugging Face model directory)", path);
-  } else if (has_gguf_magic(path)) {
+  } else if (GgufFile::has_magic(path)) {
     mf->format_ = Format::kGguf;
     LLMS_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(path));
     mf->gguf_ = std::make_unique<GgufFile>(std::move(g));

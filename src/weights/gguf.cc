@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <unordered_set>
@@ -533,6 +534,15 @@ Status parse_tensors(Cursor& cur, const MappedFile& file, uint64_t count, uint64
 }
 
 }  // namespace
+
+bool GgufFile::has_magic(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[4] = {};
+  const size_t n = std::fread(magic, 1, 4, f);
+  std::fclose(f);
+  return n == 4 && magic[0] == 'G' && magic[1] == 'G' && magic[2] == 'U' && magic[3] == 'F';
+}
 
 Expected<GgufFile> GgufFile::open(const std::string& path) {
   LLMS_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path));

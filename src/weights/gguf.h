@@ -41,6 +41,8 @@ class GgufFile {
   /// tensor data, absurd counts; Unimplemented for an unsupported version or tensor type
   /// (naming the tensor and the type).
   static Expected<GgufFile> open(const std::string& path);
+  /// True when `path` is a readable file starting with the magic "GGUF" (no validation).
+  static bool has_magic(const std::string& path);
 
   const std::string& path() const { return file_.path(); }
   uint32_t version() const { return version_; }

@@ -141,7 +141,7 @@ TEST_F(CliBadModel, BadFlagValues) {
 
 TEST_F(CliBadModel, DirectoriesAndResourceLimitsAreErrorsNotCrashes) {
   const std::string dir = testing::temp_dir();
-  expect_one_line_error(run_llmserve("generate " + quote(dir) + " --prompt hi"), "regular file");
+  expect_one_line_error(run_llmserve("generate " + quote(dir) + " --prompt hi"), "no config.json");
   expect_one_line_error(run_llmserve("generate " + quote(testing::stories_bin()) +
                                      " --tokenizer " + quote(dir) + " --prompt hi"), dir);
   const std::string gguf = quote(testing::stories_gguf());
