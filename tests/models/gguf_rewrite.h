@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@
 
 namespace llmserve::testing {
 
-enum class Rewrite { kF16, kBF16, kF32RoundedF16, kF32RoundedBF16 };
+enum class Rewrite { kF32, kF16, kBF16, kF32RoundedF16, kF32RoundedBF16 };
 
 class GgufEncoder {
  public:
@@ -53,13 +54,17 @@ class GgufEncoder {
 };
 
 /// Writes `src` to `dst` with every 2-D tensor converted per `mode`; 1-D tensors stay F32.
-inline void rewrite_gguf(const GgufFile& src, const std::string& dst, Rewrite mode) {
+/// `metadata_overrides` adds or replaces metadata keys.
+inline void rewrite_gguf(const GgufFile& src, const std::string& dst, Rewrite mode,
+                         const std::map<std::string, GgufValue>& metadata_overrides = {}) {
+  std::map<std::string, GgufValue, std::less<>> metadata = src.metadata();
+  for (const auto& [key, v] : metadata_overrides) metadata[key] = v;
   GgufEncoder e;
   e.out.insert(e.out.end(), {'G', 'G', 'U', 'F'});
   e.put<uint32_t>(3);
   e.put<uint64_t>(src.tensors().size());
-  e.put<uint64_t>(src.metadata().size());
-  for (const auto& [key, v] : src.metadata()) {
+  e.put<uint64_t>(metadata.size());
+  for (const auto& [key, v] : metadata) {
     e.str(key);
     e.put<uint32_t>(static_cast<uint32_t>(v.type));
     e.value(v);

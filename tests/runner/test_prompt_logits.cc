@@ -1,6 +1,9 @@
-// Logits of the synthetic Llama models (MHA, GQA, MQA) against an independent float64 NumPy
-// forward pass (../shared/testdata/models/synthetic): max |diff| <= 1e-3, identical argmax
-// at every position, whole-prompt and chunked prefill, several block sizes.
+// Logits of the six synthetic models (llama MHA/GQA/MQA, qwen2 with biases, qwen3 with q/k norm
+// and head_dim 48, deepseek2 MLA) against an independent float64 NumPy forward pass
+// (../shared/testdata/models/synthetic): max |diff| <= 1e-3, identical argmax at every
+// position, through both model.gguf (llama.cpp's converter: permuted Q/K for llama, split
+// k_b/v_b for deepseek2) and hf/ (config.json + model.safetensors, rotate-half Q/K), both
+// attention backends, whole-prompt and chunked prefill, several block sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +28,7 @@ std::vector<int32_t> sequence(const std::string& which) {
 
 struct Case {
   std::string model;     // synthetic folder
+  std::string format;    // model.gguf / hf
   std::string sequence;  // short / long
   int32_t chunk;
   int32_t block_size;
@@ -35,8 +39,10 @@ class SyntheticLogits : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SyntheticLogits, MatchNumpyReference) {
   const Case& c = GetParam();
-  auto file = ModelFile::open(synth(c.model + "/model.gguf"));
+  auto file = ModelFile::open(synth(c.model + "/" + c.format));
   ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ((*file)->format(), c.format == "hf" ? ModelFile::Format::kHfDir
+                                                : ModelFile::Format::kGguf);
   const auto ids = sequence(c.sequence);
   auto ref = read_npy(synth(c.model + "/numpy_logits_" + c.sequence + ".npy"));
   ASSERT_TRUE(ref.ok()) << ref.status().message();
@@ -68,23 +74,27 @@ TEST_P(SyntheticLogits, MatchNumpyReference) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* b : {"flash", "naive"})
-    for (const char* m : {"llama-mha", "llama-gqa", "llama-mqa"}) {
-      out.push_back({m, "short", 2048, 16, b});
-      out.push_back({m, "long", 2048, 16, b});
-      out.push_back({m, "long", 37, 16, b});  // chunked prefill, chunk boundaries inside blocks
-      out.push_back({m, "long", 64, 1, b});   // one token per block
-      out.push_back({m, "short", 5, 128, b});  // several chunks inside one block
-    }
+    for (const char* m : {"llama-mha", "llama-gqa", "llama-mqa", "qwen2-gqa-bias",
+                          "qwen3-qknorm", "deepseek2-mla"})
+      for (const char* f : {"model.gguf", "hf"}) {
+        if (std::string(f) == "hf" && std::string(m) == "deepseek2-mla") continue;  // no hf/
+        out.push_back({m, f, "short", 2048, 16, b});
+        out.push_back({m, f, "long", 2048, 16, b});
+        out.push_back({m, f, "long", 37, 16, b});  // chunked prefill, boundaries inside blocks
+        out.push_back({m, f, "long", 64, 1, b});   // one token per block
+        out.push_back({m, f, "short", 5, 128, b});  // several chunks inside one block
+      }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Synthetic, SyntheticLogits, ::testing::ValuesIn(cases()), [](const auto& info) {
-      std::string n = info.param.model + "_" + info.param.sequence + "_c" +
+      std::string n = info.param.model + "_" + (info.param.format == "hf" ? "hf" : "gguf") +
+                      "_" + info.param.sequence + "_c" +
                       std::to_string(info.param.chunk) + "_b" +
                       std::to_string(info.param.block_size) + "_" + info.param.backend;
       for (char& ch : n)
-        if (ch == '-') ch = '_';
+        if (ch == '-' || ch == '.') ch = '_';
       return n;
     });
 
