@@ -71,6 +71,14 @@ class EngineCore final : public LLMEngine {
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   int32_t max_model_len() const override { return max_model_len_; }
   const std::string& served_model_name() const override { return config_.served_model_name; }
+  SamplingParams default_sampling_params() const override {
+    SamplingParams p;
+    const GenerationConfig& g = model_file_->generation_config();
+    if (g.temperature) p.temperature = *g.temperature;
+    if (g.top_p) p.top_p = *g.top_p;
+    if (g.top_k && *g.top_k > 0) p.top_k = *g.top_k;
+    return p;
+  }
 
  private:
   RequestOutput make_output(Request& req, std::vector<int32_t> new_tokens);

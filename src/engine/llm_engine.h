@@ -57,6 +57,10 @@ class LLMEngine {
   /// Effective max_model_len (tokens) after defaults and overrides.
   virtual int32_t max_model_len() const = 0;
   virtual const std::string& served_model_name() const = 0;
+  /// Sampling parameters a request starts from before its own fields apply: the checkpoint's
+  /// generation_config.json temperature / top_p / top_k (vLLM's --generation-config auto),
+  /// else SamplingParams' defaults.
+  virtual SamplingParams default_sampling_params() const { return {}; }
 };
 
 }  // namespace llmserve

@@ -67,6 +67,7 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
   const double arrival_time = now_seconds();  // before parsing and tokenizing
   json body;
   CompletionRequest parsed;
+  parsed.options.params = engine_.engine().default_sampling_params();
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
   if (auto err = parse_completion_request(body, &parsed)) return set_error_response(*err, res);
   if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
@@ -93,6 +94,7 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   const double arrival_time = now_seconds();
   json body;
   ChatCompletionRequest parsed;
+  parsed.options.params = engine_.engine().default_sampling_params();
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
   if (auto err = parse_chat_request(body, &parsed)) return set_error_response(*err, res);
   if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
