@@ -1,3 +1,4 @@
+#include "models/deepseek2.h"
 #include "models/llama.h"
 #include "models/model.h"
 
@@ -5,7 +6,8 @@ namespace llmserve {
 
 Expected<std::unique_ptr<Model>> create_model(const ModelFile& file) {
   const std::string& arch = file.config().architecture;
-  if (arch == "llama") return create_llama_model(file);
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") return create_llama_model(file);
+  if (arch == "deepseek2") return create_deepseek2_model(file);
   return Unimplemented("{}: unsupported architecture '{}'", file.path(), arch);
 }
 
