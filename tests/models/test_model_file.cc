@@ -398,6 +398,15 @@ TEST(HfConfig, RopeScalingChangesOnlyTheFrequenciesItShould) {
   EXPECT_GT(kept, 0);
   EXPECT_GT(divided, 0);
   EXPECT_GT(mixed, 0);
+  // GGUF's rope_freqs.weight (llama.cpp's precomputed llama3 factors) divide each frequency.
+  c.rope_scaling = {};
+  c.rope_freq_factors.assign(64, 1.0f);
+  c.rope_freq_factors[63] = 8.0f;
+  const std::vector<float> ff = c.rope_inv_freq();
+  EXPECT_FLOAT_EQ(ff[0], base[0]);
+  EXPECT_FLOAT_EQ(ff[63], base[63] / 8.0f);
+  c.rope_freq_factors.resize(10);
+  EXPECT_FALSE(c.validate().ok());
   // Scaling really reaches the model: a linear factor changes the logits.
   HfCopy scaled("llama-gqa", [](json& j) {
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
