@@ -7,6 +7,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libcpp-httplib-dev    # HTTP server/client + SSE (cpp-httplib)
   nlohmann-json3-dev    # JSON
+  libpcre2-dev          # tokenizer pre-tokenizer regexes (PCRE2, UTF + UCP)
+  libutf8proc-dev       # tokenizer NFC normalizer (tokenizer.json)
   libcli11-dev          # command-line parsing
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest
