@@ -28,7 +28,7 @@ std::string take_ready(std::string& pending, bool at_end) {
 }  // namespace
 
 std::string IncrementalDetokenizer::push(int32_t id) {
-  pending_ += tokenizer_.decode_token(prev_id_, id);
+  pending_ += tokenizer_->decode_token(prev_id_, id, skip_special_);
   prev_id_ = id;
   return take_ready(pending_, /*at_end=*/false);
 }

@@ -1,6 +1,8 @@
-// Loads a SentencePiece ("llama") vocabulary from GGUF tokenizer.ggml.* metadata.
+// Loads a SentencePiece ("llama") vocabulary from GGUF tokenizer.ggml.* metadata, and the
+// tokenizer.ggml.* helpers shared with the byte-level loader (gguf_tokenizer.h).
 #include <cstdint>
 
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/vocab.h"
 #include "weights/gguf.h"
 
@@ -65,12 +67,6 @@ Status load_special_id(const GgufFile& gguf, std::string_view key, int32_t& id) 
   return Status::Ok();
 }
 
-Status load_flag(const GgufFile& gguf, std::string_view key, bool& flag) {
-  if (!gguf.has_key(key)) return Status::Ok();
-  LLMS_ASSIGN_OR_RETURN(flag, gguf.get_bool(key));
-  return Status::Ok();
-}
-
 Status check_special_in_range(const GgufFile& gguf, std::string_view key, int32_t id,
                               int32_t size) {
   if (id < size) return Status::Ok();
@@ -78,20 +74,41 @@ Status check_special_in_range(const GgufFile& gguf, std::string_view key, int32_
                   size);
 }
 
-Status load_specials(const GgufFile& gguf, Vocab& vocab) {
+}  // namespace
+
+Status load_gguf_flag(const GgufFile& gguf, std::string_view key, bool& flag) {
+  if (!gguf.has_key(key)) return Status::Ok();
+  LLMS_ASSIGN_OR_RETURN(flag, gguf.get_bool(key));
+  return Status::Ok();
+}
+
+Status load_gguf_special_ids(const GgufFile& gguf, int32_t vocab_size, int32_t& bos,
+                             int32_t& eos, int32_t& unk) {
   struct Special {
     std::string_view key;
     int32_t* id;
   };
-  const Special specials[] = {{"tokenizer.ggml.bos_token_id", &vocab.bos_id},
-                              {"tokenizer.ggml.eos_token_id", &vocab.eos_id},
-                              {"tokenizer.ggml.unknown_token_id", &vocab.unk_id}};
+  const Special specials[] = {{"tokenizer.ggml.bos_token_id", &bos},
+                              {"tokenizer.ggml.eos_token_id", &eos},
+                              {"tokenizer.ggml.unknown_token_id", &unk}};
   for (const Special& s : specials) {
     LLMS_RETURN_IF_ERROR(load_special_id(gguf, s.key, *s.id));
-    LLMS_RETURN_IF_ERROR(check_special_in_range(gguf, s.key, *s.id, vocab.size()));
+    LLMS_RETURN_IF_ERROR(check_special_in_range(gguf, s.key, *s.id, vocab_size));
   }
-  LLMS_RETURN_IF_ERROR(load_flag(gguf, "tokenizer.ggml.add_bos_token", vocab.add_bos));
-  return load_flag(gguf, "tokenizer.ggml.add_space_prefix", vocab.add_space_prefix);
+  return Status::Ok();
+}
+
+namespace {
+
+Status load_specials(const GgufFile& gguf, Vocab& vocab) {
+  LLMS_RETURN_IF_ERROR(
+      load_gguf_special_ids(gguf, vocab.size(), vocab.bos_id, vocab.eos_id, vocab.unk_id));
+  LLMS_RETURN_IF_ERROR(load_gguf_flag(gguf, "tokenizer.ggml.add_bos_token", vocab.add_bos));
+  LLMS_RETURN_IF_ERROR(load_gguf_flag(gguf, "tokenizer.ggml.add_eos_token", vocab.add_eos));
+  if (gguf.has_key("general.name")) {
+    LLMS_ASSIGN_OR_RETURN(vocab.model_name, gguf.get_string("general.name"));
+  }
+  return load_gguf_flag(gguf, "tokenizer.ggml.add_space_prefix", vocab.add_space_prefix);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // SentencePiece BPE (llama2.c run.c `encode`, llama.cpp llm_tokenizer_spm): the text is split
 // into code points, then adjacent symbols are merged best-score-first using a priority queue
 // over a doubly linked list of symbols, O(n log n) in the text length.
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -135,27 +137,51 @@ class SpmTokenizer final : public Tokenizer {
     piece_to_id_.reserve(vocab_.pieces.size());
     // First id wins should a piece be listed twice.
     for (int32_t id = 0; id < vocab_.size(); ++id) piece_to_id_.emplace(vocab_.pieces[id], id);
+    build_special_splitter();
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+    return encode(text, EncodeOptions{add_bos, false});
+  }
+
+  /// llama.cpp llama_vocab::impl::tokenize for SPM: special tokens split the text; each text
+  /// fragment gets the dummy prefix when it starts the text or follows a special token.
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const override {
     std::vector<int32_t> ids;
-    if (add_bos && vocab_.add_bos && vocab_.bos_id >= 0) ids.push_back(vocab_.bos_id);
-    if (text.empty()) return ids;  // no dummy prefix for empty text (run.c, llama.cpp)
-    const std::string normalized = normalize(text);
-    SpmMerger merger(normalized, piece_to_id_, vocab_.scores);
-    for (std::string_view span : merger.run()) emit(span, ids);
+    const bool add_bos = options.add_special && vocab_.add_bos && vocab_.bos_id >= 0;
+    if (add_bos) ids.push_back(vocab_.bos_id);
+    bool prev_special = true;
+    for (const Fragment& f : specials_.split(text, options.parse_special, false)) {
+      if (f.is_token) {
+        // Never BOS twice: the text itself starts with BOS.
+        if (!(add_bos && f.id == vocab_.bos_id && ids.size() == 1)) ids.push_back(f.id);
+        prev_special = true;
+        continue;
+      }
+      const std::string normalized = normalize(text.substr(f.begin, f.end - f.begin), prev_special);
+      SpmMerger merger(normalized, piece_to_id_, vocab_.scores);
+      for (std::string_view span : merger.run()) emit(span, ids);
+      prev_special = false;
+    }
+    if (options.add_special && vocab_.add_eos && vocab_.eos_id >= 0) ids.push_back(vocab_.eos_id);
     return ids;
   }
 
   std::string decode_token(int32_t prev_id, int32_t id) const override {
+    return decode_token(prev_id, id, true);
+  }
+
+  std::string decode_token(int32_t prev_id, int32_t id, bool skip_special) const override {
     if (id < 0 || id >= vocab_.size()) return "";
     switch (vocab_.types[id]) {
       case TokenType::kControl:
       case TokenType::kUnknown:
       case TokenType::kUnused:
-        return "";
+        return skip_special ? "" : vocab_.pieces[id];
       case TokenType::kByte:
         return byte_piece_text(id);
+      case TokenType::kUserDefined:
+        return vocab_.pieces[id];
       default:
         break;
     }
@@ -171,13 +197,46 @@ class SpmTokenizer final : public Tokenizer {
   std::string piece(int32_t id) const override {
     return id >= 0 && id < vocab_.size() ? vocab_.pieces[id] : std::string();
   }
+  bool is_special(int32_t id) const override {
+    if (id < 0 || id >= vocab_.size()) return false;
+    const TokenType t = vocab_.types[id];
+    return t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUnused;
+  }
+  std::optional<int32_t> token_to_id(std::string_view text) const override {
+    const auto it = piece_to_id_.find(text);
+    if (it == piece_to_id_.end()) return std::nullopt;
+    return it->second;
+  }
 
  private:
+  /// llama.cpp's special-token cache: control, unknown and user-defined tokens, the first two
+  /// matched only with parse_special. Phi-3 (by general.name, as llama.cpp does) marks its
+  /// special tokens rstrip except <unk>, <s> and <|endoftext|>.
+  void build_special_splitter() {
+    std::string name = vocab_.model_name;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool phi3 = name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos;
+    std::vector<AddedToken> tokens;
+    for (int32_t id = 0; id < vocab_.size(); ++id) {
+      const TokenType t = vocab_.types[id];
+      const bool user = t == TokenType::kUserDefined;
+      if (!user && t != TokenType::kControl && t != TokenType::kUnknown) continue;
+      AddedToken tok;
+      tok.content = vocab_.pieces[id];
+      tok.id = id;
+      tok.special = !user;
+      tok.rstrip = phi3 && tok.content != "<unk>" && tok.content != "<s>" &&
+                   tok.content != "<|endoftext|>";
+      tokens.push_back(std::move(tok));
+    }
+    specials_ = AddedTokenSplitter(std::move(tokens), AddedTokenSplitter::Mode::kLlamaCpp);
+  }
+
   /// Dummy prefix (if wanted), then every ' ' spelled as the space marker.
-  std::string normalize(std::string_view text) const {
+  std::string normalize(std::string_view text, bool prefix = true) const {
     std::string out;
     out.reserve(text.size() + 8);
-    if (vocab_.add_space_prefix) out += vocab_.space_marker;
+    if (vocab_.add_space_prefix && prefix) out += vocab_.space_marker;
     out += replace_all(text, " ", vocab_.space_marker);
     return out;
   }
@@ -218,6 +277,7 @@ class SpmTokenizer final : public Tokenizer {
 
   Vocab vocab_;
   PieceIndex piece_to_id_;
+  AddedTokenSplitter specials_;
 };
 
 }  // namespace

@@ -27,10 +27,14 @@ struct Vocab {
   int32_t eos_id = 2;
   int32_t unk_id = 0;
   bool add_bos = true;             // prepend BOS when encoding a prompt
+  bool add_eos = false;            // append EOS when encoding with add_special
   bool add_space_prefix = true;    // SentencePiece dummy prefix: " " before the text
   /// How a space is spelled inside pieces: "\xe2\x96\x81" (U+2581, SentencePiece / GGUF) or
   /// " " (llama2.c tokenizer.bin, whose exporter replaced U+2581 with a space).
   std::string space_marker = "\xe2\x96\x81";
+  /// GGUF general.name ("" for tokenizer.bin); llama.cpp keys per-token attributes on it
+  /// (Phi-3: special tokens swallow the whitespace after them).
+  std::string model_name;
   /// byte value -> id of its <0xNN> piece, or -1 when the vocabulary lacks it.
   int32_t byte_to_id[256];
 
@@ -51,7 +55,8 @@ void build_byte_table(Vocab& vocab);
 Expected<Vocab> load_llama2c_vocab(const std::string& path, int32_t vocab_size);
 
 /// Reads tokenizer.ggml.{model,tokens,scores,token_type,bos_token_id,eos_token_id,
-/// unknown_token_id,add_bos_token,add_space_prefix} from a GGUF file. Only model "llama"
+/// unknown_token_id,add_bos_token,add_eos_token,add_space_prefix} and general.name from a GGUF
+/// file. Only model "llama"
 /// (SentencePiece BPE) is supported here; others give Unimplemented naming the model.
 Expected<Vocab> load_gguf_vocab(const GgufFile& gguf);
 

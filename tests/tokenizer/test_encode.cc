@@ -72,29 +72,8 @@ TEST(SpmEncode, BosOnlyWhenAskedAndWanted) {
 
 // ---- llama.cpp test vectors ---------------------------------------------------------------
 
-struct VectorCase {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-/// Reads <vocab>.gguf.inp (strings separated by "\n__ggml_vocab_test__\n") and .gguf.out
-/// (one line of ids per string), as llama.cpp's test-tokenizer-0 does.
-std::vector<VectorCase> read_vectors(const std::string& gguf_path) {
-  std::string inp = read_file(gguf_path + ".inp");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<VectorCase> cases;
-  for (size_t pos; (pos = inp.find(sep)) != std::string::npos; inp.erase(0, pos + sep.size())) {
-    cases.push_back({inp.substr(0, pos), {}});
-  }
-  std::istringstream out(read_file(gguf_path + ".out"));
-  std::string line;
-  for (VectorCase& c : cases) {
-    EXPECT_TRUE(std::getline(out, line)) << "missing ids for: " << c.text;
-    std::istringstream ids(line);
-    for (int32_t id; ids >> id;) c.ids.push_back(id);
-  }
-  return cases;
-}
+using testing::read_vectors;
+using testing::VectorCase;
 
 void check_vectors(const std::string& name) {
   const std::string path = testing::vocab_test_path(name);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -36,6 +37,30 @@ inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << "cannot open " << path;
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct VectorCase {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+/// Reads <vocab>.gguf.inp (strings separated by "\n__ggml_vocab_test__\n") and .gguf.out
+/// (one line of ids per string), as llama.cpp's test-tokenizer-0 does.
+inline std::vector<VectorCase> read_vectors(const std::string& gguf_path) {
+  std::string inp = read_file(gguf_path + ".inp");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<VectorCase> cases;
+  for (size_t pos; (pos = inp.find(sep)) != std::string::npos; inp.erase(0, pos + sep.size())) {
+    cases.push_back({inp.substr(0, pos), {}});
+  }
+  std::istringstream out(read_file(gguf_path + ".out"));
+  std::string line;
+  for (VectorCase& c : cases) {
+    EXPECT_TRUE(std::getline(out, line)) << "missing ids for: " << c.text;
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) c.ids.push_back(id);
+  }
+  return cases;
 }
 
 inline std::unique_ptr<Tokenizer> load_tok512() {
