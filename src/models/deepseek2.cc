@@ -140,7 +140,7 @@ class Deepseek2Model final : public Model {
   void forward(const ForwardBatch& b, const KVCacheLayer* kv_cache,
                const AttentionBackend& attention, ThreadPool* pool, float* logits) override {
     const int64_t T = b.num_tokens, dim = cfg_.dim;
-    const int32_t half = static_cast<int32_t>(rope_ / 2);
+    const int32_t rope = static_cast<int32_t>(rope_), half = rope / 2;
     const float eps = cfg_.rms_norm_eps;
     const RopeStyle style = cfg_.rope_style;
     resize_scratch(T);
@@ -168,7 +168,7 @@ class Deepseek2Model final : public Model {
         float* row = &qa_[t * a_ld];
         float* kv = row + qa_width_;  // [c_kv | k_pe]
         rmsnorm(kv, l.kv_a_norm.data(), kv, L_, eps);
-        rope_head(kv + L_, static_cast<int32_t>(rope_), &rope_cos_[t * half], &rope_sin_[t * half], style);
+        rope_head(kv + L_, rope, &rope_cos_[t * half], &rope_sin_[t * half], style);
         store_kv_values(cache.k, cache.dtype, b.attn.slot_mapping[t] * lat_, kv, lat_);
         if (qr_ > 0) rmsnorm(row, l.q_a_norm.data(), &qan_[t * qr_], qr_, eps);
       }
@@ -188,7 +188,7 @@ class Deepseek2Model final : public Model {
           float* dst = &qabs_[t * qabs_ld + h * lat_];
           std::copy_n(&head_out_[t * L_], L_, dst);
           std::copy_n(q + t * q_ld + h * qk_ + nope_, rope_, dst + L_);
-          rope_head(dst + L_, static_cast<int32_t>(rope_), &rope_cos_[t * half], &rope_sin_[t * half], style);
+          rope_head(dst + L_, rope, &rope_cos_[t * half], &rope_sin_[t * half], style);
         }
       }
       attention.forward(b.attn, shape, qabs_.data(), cache, attn_out_.data(), pool);

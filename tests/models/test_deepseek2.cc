@@ -265,6 +265,59 @@ TEST(Deepseek2Cache, WritesOnlyTheScheduledLatentRows) {
   EXPECT_NE(std::memcmp(&caches[0][48 * row], &caches[0][49 * row], row * sizeof(float)), 0);
 }
 
+/// Two sequences batched in every step through the runner (prefill chunks mixed with a
+/// decode step, interleaved block tables): each sequence's logits still match its reference.
+TEST(Deepseek2Cache, TwoSequencesPerStepThroughTheRunner) {
+  auto file = ModelFile::open(synth(kModel));
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  for (const char* backend : {"flash", "naive"}) {
+    auto model = create_model(**file);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    auto attention = make_attention_backend(backend);
+    ASSERT_TRUE(attention.ok());
+    ThreadPool pool(2);
+    const int32_t block_size = 16;
+    auto runner = ModelRunner::create(std::move(*model), std::move(*attention), 16,
+                                      block_size, DType::kF32, &pool);
+    ASSERT_TRUE(runner.ok()) << runner.status().message();
+    const std::vector<int32_t> ids[2] = {sequence("short"), sequence("long")};
+    const std::vector<float> refs[2] = {reference("short"), reference("long")};
+    // Blocks interleaved between the two sequences: short gets 14, 12; long 15, 13, 11, ...
+    const std::vector<int32_t> tables[2] = {{14, 12}, {15, 13, 11, 10, 9, 8, 7, 6, 5, 4}};
+    // Token ends per step: short 20 -> 21 (a decode) -> 24; long 40 -> 60 -> 160.
+    const int32_t ends[3][2] = {{20, 40}, {21, 60}, {24, 160}};
+    std::vector<float> got[2] = {std::vector<float>(refs[0].size()),
+                                 std::vector<float>(refs[1].size())};
+    int32_t done[2] = {0, 0};
+    for (const auto& end : ends) {
+      SchedulerOutput out;
+      for (int s = 0; s < 2; ++s) {
+        ScheduledSequence q;
+        q.request_id = s;
+        q.token_ids = ids[s].data();
+        q.num_computed_tokens = done[s];
+        q.num_scheduled_tokens = end[s] - done[s];
+        q.block_table = tables[s].data();
+        q.num_blocks = static_cast<int32_t>(tables[s].size());
+        q.logits_mode = LogitsMode::kAll;
+        out.seqs.push_back(q);
+        out.total_num_scheduled_tokens += q.num_scheduled_tokens;
+      }
+      const StepLogits& l = (*runner)->execute(out);
+      for (int s = 0; s < 2; ++s) {
+        std::copy_n(l.row(l.logits_row_start[s]), size_t(end[s] - done[s]) * 512,
+                    &got[s][size_t(done[s]) * 512]);
+        done[s] = end[s];
+      }
+    }
+    for (int s = 0; s < 2; ++s) {
+      const Compare r = compare(got[s], refs[s], 512);
+      EXPECT_LE(r.max_diff, 1e-3) << backend << " sequence " << s;
+      EXPECT_EQ(r.argmax_mismatches, 0) << backend << " sequence " << s;
+    }
+  }
+}
+
 // ---- GGUF surgery for the layout and error cases ---------------------------------------------
 
 /// One tensor of a rewritten file: float32 data with a (possibly new) shape.
