@@ -103,6 +103,27 @@ class InspectCommand {
   bool json_ = false;
 };
 
+/// llmserve render-chat: renders a conversation with a Jinja chat template (transformers'
+/// apply_chat_template semantics) and prints exactly the text; template errors -> exit 1.
+class RenderChatCommand {
+ public:
+  explicit RenderChatCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string template_path_;
+  std::string messages_path_;
+  std::string tools_path_;
+  std::string kwargs_json_;
+  std::string bos_token_;
+  std::string eos_token_;
+  std::string now_;
+  bool add_generation_prompt_ = false;
+  bool continue_final_message_ = false;
+};
+
 /// Workload flags shared by `bench` and `bench serve`.
 struct BenchWorkloadFlags {
   int num_prompts = 100;            // requests

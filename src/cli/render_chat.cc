@@ -1,0 +1,115 @@
+// llmserve render-chat: renders a conversation with a Jinja chat template exactly as
+// transformers' apply_chat_template(tokenize=False) would, printing the text to stdout with
+// nothing added (no trailing newline). Template errors (syntax, raise_exception, runtime)
+// print "error: <message>" to stderr and exit 1.
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "chat_template/chat_template.h"
+#include "cli/commands.h"
+
+namespace llmserve::cli {
+namespace {
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Expected<nlohmann::ordered_json> read_json(const std::string& path) {
+  LLMS_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument("'{}' is not valid JSON: {}", path, e.what());
+  }
+}
+
+}  // namespace
+
+RenderChatCommand::RenderChatCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("render-chat",
+                            "Render a conversation with a Jinja chat template (as transformers' "
+                            "apply_chat_template) and print the text");
+  cmd_->add_option("--chat-template", template_path_, "Jinja template file")->required();
+  cmd_->add_option("--messages-file", messages_path_,
+                   "JSON list of messages, or an object with a \"messages\" list (and optionally \"tools\")")
+      ->required();
+  cmd_->add_flag("--add-generation-prompt", add_generation_prompt_, "Append the assistant turn header");
+  cmd_->add_flag("--continue-final-message", continue_final_message_,
+                 "Cut the text after the final message's content so the model continues it");
+  cmd_->add_option("--bos-token", bos_token_, "bos_token variable (default empty)");
+  cmd_->add_option("--eos-token", eos_token_, "eos_token variable (default empty)");
+  cmd_->add_option("--tools-file", tools_path_, "JSON list of tool schemas (the `tools` variable)");
+  cmd_->add_option("--chat-template-kwargs", kwargs_json_,
+                   "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
+  cmd_->add_option("--now", now_, "Fixed time for strftime_now, \"YYYY-MM-DD HH:MM:SS\" (default: local time)");
+}
+
+int RenderChatCommand::run() {
+  auto source = read_file(template_path_);
+  if (!source.ok()) return fail(source.status());
+  auto tpl = ChatTemplate::parse(*source);
+  if (!tpl.ok()) return fail(tpl.status());
+
+  auto doc = read_json(messages_path_);
+  if (!doc.ok()) return fail(doc.status());
+  ChatTemplateInputs inputs;
+  if (doc->is_array()) {
+    inputs.messages = *doc;
+  } else if (doc->is_object() && doc->contains("messages") && (*doc)["messages"].is_array()) {
+    inputs.messages = (*doc)["messages"];
+    if (doc->contains("tools")) inputs.tools = (*doc)["tools"];
+    if (doc->contains("documents")) inputs.documents = (*doc)["documents"];
+  } else {
+    return fail(InvalidArgument("'{}' must hold a JSON list of messages or an object with a \"messages\" list",
+                                messages_path_));
+  }
+  if (!tools_path_.empty()) {
+    auto tools = read_json(tools_path_);
+    if (!tools.ok()) return fail(tools.status());
+    inputs.tools = *tools;
+  }
+  if (!kwargs_json_.empty()) {
+    try {
+      inputs.chat_template_kwargs = nlohmann::ordered_json::parse(kwargs_json_);
+    } catch (const nlohmann::json::exception& e) {
+      return fail(InvalidArgument("--chat-template-kwargs is not valid JSON: {}", e.what()));
+    }
+    if (!inputs.chat_template_kwargs.is_object())
+      return fail(InvalidArgument("--chat-template-kwargs must be a JSON object"));
+  }
+  inputs.add_generation_prompt = add_generation_prompt_;
+  inputs.continue_final_message = continue_final_message_;
+  inputs.bos_token = bos_token_;
+  inputs.eos_token = eos_token_;
+
+  RenderOptions options;
+  if (!now_.empty()) {
+    std::tm tm{};
+    if (std::sscanf(now_.c_str(), "%d-%d-%d %d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                    &tm.tm_min, &tm.tm_sec) != 6)
+      return fail(InvalidArgument("--now must look like \"2026-11-29 12:00:00\""));
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    std::tm norm = tm;
+    std::mktime(&norm);  // fills tm_wday / tm_yday
+    options.now = [norm] { return norm; };
+  }
+  auto text = render_chat(*tpl, inputs, options);
+  if (!text.ok()) return fail(text.status());
+  std::fwrite(text->data(), 1, text->size(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace llmserve::cli
