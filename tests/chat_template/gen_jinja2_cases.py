@@ -5,6 +5,11 @@ trim_blocks, lstrip_blocks, loopcontrols, tojson = json.dumps(ensure_ascii=False
 raise_exception, strftime_now fixed at 2026-11-29 12:00:00).
 
     python3 tests/chat_template/gen_jinja2_cases.py   # needs jinja2 (3.1.x)
+
+It also writes model_template_cases.json: the eight real templates of
+../shared/testdata/chat_templates with conversations the reference file lacks (tools, tool
+calls with dict and string arguments, tool results, reasoning content, odd whitespace) and
+chat_template_kwargs (enable_thinking).
 """
 import datetime
 import json
@@ -16,7 +21,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from jinja2_cases import CASES  # noqa: E402
+from jinja2_cases import CASES, MODEL_CONVERSATIONS, MODEL_TOOLS  # noqa: E402
+
+SHARED_TEMPLATES = os.path.join(HERE, "..", "..", "..", "shared", "testdata", "chat_templates")
 
 
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
@@ -48,6 +55,29 @@ def main():
         out["cases"].append(case)
     with open(os.path.join(HERE, "jinja2_cases.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+
+    model = {"renderer": out["renderer"], "tools": MODEL_TOOLS,
+             "conversations": {k: v[0] for k, v in MODEL_CONVERSATIONS.items()}, "cases": []}
+    for fname in sorted(os.listdir(SHARED_TEMPLATES)):
+        if not fname.endswith(".jinja"):
+            continue
+        with open(os.path.join(SHARED_TEMPLATES, fname), encoding="utf-8") as f:
+            tpl = env.from_string(f.read())
+        for conv, (messages, with_tools) in MODEL_CONVERSATIONS.items():
+            for kwargs in ({}, {"enable_thinking": False}):
+                for gen in (False, True):
+                    ctx = dict(messages=messages, tools=MODEL_TOOLS if with_tools else None, documents=None,
+                               add_generation_prompt=gen, bos_token="<s>", eos_token="</s>", **kwargs)
+                    case = {"template": fname[:-len(".jinja")], "conversation": conv, "tools": with_tools,
+                            "chat_template_kwargs": kwargs, "add_generation_prompt": gen}
+                    try:
+                        case["expected"] = tpl.render(**ctx)
+                    except Exception as e:
+                        case["error"] = str(e)
+                    model["cases"].append(case)
+    with open(os.path.join(HERE, "model_template_cases.json"), "w", encoding="utf-8") as f:
+        json.dump(model, f, ensure_ascii=False, indent=1)
         f.write("\n")
 
 

@@ -147,3 +147,17 @@ CASES = [
  ("e_items_non_mapping", "{{ [1]|items|list }}", {}),
  ("e_in_string_int", "{{ 1 in 'abc' }}", {}),
 ]
+
+# Conversations for the real model templates (name -> (messages, pass MODEL_TOOLS)).
+MODEL_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather ünïcode 🙂",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "東京"]},
+                              "days": {"type": "integer"}}, "required": ["city"]}}}]
+MODEL_CONVERSATIONS = {
+ "tool_flow": ([{"role": "system", "content": "Be helpful."}, {"role": "user", "content": "Weather in Paris?"},
+   {"role": "assistant", "content": "", "tool_calls": [{"id": "call12345", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]},
+   {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21}"}, {"role": "assistant", "content": "It is 21°C."}, {"role": "user", "content": "Thanks"}], True),
+ "tool_str_args": ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [{"id": "abcdefghi", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"東京\"}"}}]},
+   {"role": "tool", "tool_call_id": "abcdefghi", "content": "sunny"}, {"role": "tool", "tool_call_id": "abcdefghi", "content": "warm"}], True),
+ "reasoning": ([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "<think>\nadd\n</think>\n\n4"}, {"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "<think>sum</think>6"}], False),
+ "whitespace": ([{"role": "system", "content": "  padded system  \n"}, {"role": "user", "content": "\n\ttabs and\r\nCRLF  "}, {"role": "assistant", "content": " a "}, {"role": "user", "content": "/no_think please"}], False),
+}
