@@ -124,6 +124,23 @@ class RenderChatCommand {
   bool continue_final_message_ = false;
 };
 
+/// llmserve tokenize: the token ids of one text file (`{"ids": [...]}` with --json).
+class TokenizeCommand {
+ public:
+  explicit TokenizeCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string tokenizer_path_;
+  std::string text_path_;
+  int32_t vocab_size_ = 0;
+  bool add_special_ = false;
+  bool parse_special_ = false;
+  bool json_ = false;
+};
+
 /// Workload flags shared by `bench` and `bench serve`.
 struct BenchWorkloadFlags {
   int num_prompts = 100;            // requests

@@ -17,7 +17,8 @@ class BpeTokenizer final : public Tokenizer {
         suffix_ids_(std::move(config.suffix_ids)),
         bos_id_(config.bos_id),
         eos_id_(config.eos_id),
-        clean_up_(config.clean_up_tokenization_spaces) {
+        clean_up_(config.clean_up_tokenization_spaces),
+        decode_added_(config.decode_added_tokens) {
     size_t size = config.tokens.size();
     for (const AddedToken& t : config.added_tokens) {
       if (t.id >= 0) size = std::max(size, static_cast<size_t>(t.id) + 1);
@@ -94,9 +95,12 @@ class BpeTokenizer final : public Tokenizer {
       case Kind::kNone:
         return "";
       case Kind::kSpecial:
-        return skip_special ? "" : pieces_[id];
+        if (skip_special) return "";
+        if (!decode_added_) return pieces_[id];
+        break;
       case Kind::kAdded:
-        return pieces_[id];
+        if (!decode_added_) return pieces_[id];
+        break;
       case Kind::kModel:
         break;
     }
@@ -150,6 +154,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t bos_id_;
   int32_t eos_id_;
   bool clean_up_;
+  bool decode_added_;
   bool has_normalized_added_ = false;
   std::vector<std::string> pieces_;
   std::vector<Kind> kind_;

@@ -35,6 +35,9 @@ struct BpeTokenizerConfig {
   /// Ids that count as special besides the special added tokens (GGUF control/unused types).
   std::vector<int32_t> extra_special_ids;
   bool clean_up_tokenization_spaces = false;
+  /// Pass added tokens' text through the decoder too (Hugging Face decodes every token string
+  /// with the decoder; llama.cpp copies user-defined/control text as is).
+  bool decode_added_tokens = false;
 };
 
 /// Builds the tokenizer; vocab_size() = max(tokens.size(), largest added id + 1).

@@ -56,6 +56,7 @@ bool decode(std::string_view text, std::string& out) {
     } else if ((b0 & 0xE0) == 0xC0 && i + 1 < text.size() &&
                (static_cast<uint8_t>(text[i + 1]) & 0xC0) == 0x80) {
       cp = ((b0 & 0x1F) << 6) | (static_cast<uint8_t>(text[i + 1]) & 0x3F);
+      if (cp < 0x80) return false;  // overlong
       i += 2;
     } else {
       return false;

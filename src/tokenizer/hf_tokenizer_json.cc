@@ -107,6 +107,170 @@ Expected<json> parse_json(const std::string& path) {
   return doc;
 }
 
+/// model.vocab and model.merges of a tokenizer.json, read straight from the SAX events (a
+/// 128k-entry JSON object costs more as a DOM than everything else in the file).
+struct BigModelFields {
+  bool has_vocab = false;
+  bool has_merges = false;
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::string error;  // first malformed entry ("model.vocab.x must be ...")
+};
+
+/// Builds the DOM of everything except model.vocab / model.merges, which go to BigModelFields.
+class TokenizerJsonSax {
+ public:
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  TokenizerJsonSax(json& root, BigModelFields& big) : dom_(root, true), big_(big) {}
+
+  bool null() { return in_big() ? bad("null") : dom_.null(); }
+  bool boolean(bool v) { return in_big() ? bad("a boolean") : dom_.boolean(v); }
+  bool number_integer(number_integer_t v) { return in_big() ? vocab_id(v) : dom_.number_integer(v); }
+  bool number_unsigned(number_unsigned_t v) {
+    return in_big() ? vocab_id(v > static_cast<number_unsigned_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v))
+                    : dom_.number_unsigned(v);
+  }
+  bool number_float(number_float_t v, const string_t& s) {
+    return in_big() ? bad("a number") : dom_.number_float(v, s);
+  }
+  bool binary(binary_t& v) { return in_big() ? bad("binary") : dom_.binary(v); }
+  bool string(string_t& v) {
+    if (mode_ == Mode::kMerges) {
+      if (big_depth_ == 1) {
+        const size_t space = v.find(' ', 1);
+        if (space == std::string::npos) return bad("'left right'");
+        big_.merges.emplace_back(v.substr(0, space), v.substr(space + 1));
+        return true;
+      }
+      if (big_depth_ == 2 && pair_.size() < 2) {
+        pair_.push_back(std::move(v));
+        return true;
+      }
+      return bad("'left right' or [left, right]");
+    }
+    if (mode_ == Mode::kVocab) return bad("a non-negative integer id");
+    return dom_.string(v);
+  }
+  bool start_object(std::size_t n) {
+    if (in_big()) return bad("an id or merge");
+    if (path_.size() == 2 && path_[1] == "model" && key_ == "vocab") {
+      mode_ = Mode::kVocab;
+      big_.has_vocab = true;
+      big_depth_ = 1;
+      dom_.null();  // model.vocab is null in the DOM
+      return true;
+    }
+    path_.push_back(key_);
+    return dom_.start_object(n);
+  }
+  bool key(string_t& k) {
+    if (mode_ == Mode::kVocab) {
+      key_ = std::move(k);
+      return true;
+    }
+    if (in_big()) return bad("an id or merge");
+    key_ = k;
+    return dom_.key(k);
+  }
+  bool end_object() {
+    if (mode_ == Mode::kVocab) {
+      mode_ = Mode::kNone;
+      key_.clear();
+      return true;
+    }
+    path_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    if (mode_ == Mode::kMerges) {
+      if (big_depth_ != 1) return bad("'left right' or [left, right]");
+      big_depth_ = 2;
+      pair_.clear();
+      return true;
+    }
+    if (in_big()) return bad("an id");
+    if (path_.size() == 2 && path_[1] == "model" && key_ == "merges") {
+      mode_ = Mode::kMerges;
+      big_.has_merges = true;
+      big_depth_ = 1;
+      dom_.null();
+      return true;
+    }
+    path_.push_back(key_);
+    key_.clear();
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    if (mode_ == Mode::kMerges) {
+      if (big_depth_ == 2) {
+        if (pair_.size() != 2) return bad("'left right' or [left, right]");
+        big_.merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+        big_depth_ = 1;
+        return true;
+      }
+      mode_ = Mode::kNone;
+      return true;
+    }
+    path_.pop_back();
+    return dom_.end_array();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t pos, const std::string& token, const Exception& ex) {
+    return dom_.parse_error(pos, token, ex);
+  }
+
+ private:
+  enum class Mode { kNone, kVocab, kMerges };
+  bool in_big() const { return mode_ != Mode::kNone; }
+  bool vocab_id(int64_t v) {
+    if (mode_ != Mode::kVocab) return bad("'left right' or [left, right]");
+    if (v < 0 || v >= INT32_MAX) return bad("a non-negative integer id");
+    big_.vocab.emplace_back(std::move(key_), v);
+    return true;
+  }
+  /// Records the first malformed entry and stops parsing.
+  bool bad(std::string_view want) {
+    if (big_.error.empty()) {
+      big_.error = mode_ == Mode::kVocab
+                       ? fmt::format("field 'model.vocab.{}' must be {}", key_, want)
+                       : fmt::format("field 'model.merges[{}]' must be {}", big_.merges.size(), want);
+    }
+    return false;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  BigModelFields& big_;
+  std::vector<std::string> path_;  // keys of the open containers (root = "")
+  std::string key_;
+  Mode mode_ = Mode::kNone;
+  int big_depth_ = 0;
+  std::vector<std::string> pair_;
+};
+
+/// Parses tokenizer.json, diverting model.vocab / model.merges into `big`.
+Expected<json> parse_tokenizer_json(const std::string& path, BigModelFields& big) {
+  LLMS_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+  json doc;
+  TokenizerJsonSax sax(doc, big);
+  try {
+    const bool ok = json::sax_parse(text, &sax);
+    if (!ok) {
+      if (!big.error.empty()) return DataLoss("{}: {}", path, big.error);
+      return DataLoss("{}: invalid JSON", path);
+    }
+  } catch (const json::exception& e) {
+    if (!big.error.empty()) return DataLoss("{}: {}", path, big.error);
+    return DataLoss("{}: invalid JSON: {}", path, e.what());
+  }
+  if (!doc.is_object()) return DataLoss("{}: the top level must be a JSON object", path);
+  return doc;
+}
+
 /// A pattern field: {"String": "..."} or {"Regex": "..."}.
 struct Pattern {
   std::string literal;
@@ -341,38 +505,22 @@ Status parse_post_processor(const Fields& f, const json& obj, const std::string&
   return f.unsupported(field + ".type", type);
 }
 
-Status parse_model(const Fields& f, const json& root, BpeTokenizerConfig& cfg,
-                   std::string& unk_token) {
+Status parse_model(const Fields& f, const json& root, BigModelFields& big,
+                   BpeTokenizerConfig& cfg, std::string& unk_token) {
   LLMS_ASSIGN_OR_RETURN(const json* model, f.object(root, "model", "model"));
   std::string type = "BPE";
   if (model->contains("type")) {
     LLMS_ASSIGN_OR_RETURN(type, f.string(*model, "type", "model.type"));
   }
   if (type != "BPE") return f.unsupported("model.type", type);
-  LLMS_ASSIGN_OR_RETURN(const json* vocab, f.object(*model, "vocab", "model.vocab"));
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX) {
-      return f.wrong_type("model.vocab." + it.key(), "a non-negative integer id");
-    }
-    const auto id = it->get<size_t>();
-    if (id >= cfg.tokens.size()) cfg.tokens.resize(id + 1);
-    cfg.tokens[id] = it.key();
+  if (!big.has_vocab) return f.missing("model.vocab");
+  if (!big.has_merges) return f.missing("model.merges");
+  for (auto& [token, id] : big.vocab) {
+    const auto index = static_cast<size_t>(id);
+    if (index >= cfg.tokens.size()) cfg.tokens.resize(index + 1);
+    cfg.tokens[index] = std::move(token);
   }
-  LLMS_ASSIGN_OR_RETURN(const json* merges, f.array(*model, "merges", "model.merges"));
-  cfg.merges.reserve(merges->size());
-  for (size_t i = 0; i < merges->size(); ++i) {
-    const json& m = (*merges)[i];
-    if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
-      const size_t space = s.find(' ', 1);
-      if (space == std::string::npos) return f.wrong_type(fmt::format("model.merges[{}]", i), "'left right'");
-      cfg.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      cfg.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else {
-      return f.wrong_type(fmt::format("model.merges[{}]", i), "'left right' or [left, right]");
-    }
-  }
+  cfg.merges = std::move(big.merges);
   BpeModel::Options& o = cfg.model_options;
   LLMS_ASSIGN_OR_RETURN(o.ignore_merges, f.boolean(*model, "ignore_merges", "model.ignore_merges", false));
   LLMS_ASSIGN_OR_RETURN(o.byte_fallback, f.boolean(*model, "byte_fallback", "model.byte_fallback", false));
@@ -428,11 +576,12 @@ Expected<std::optional<std::string>> config_token(const Fields& f, const json& c
 
 Expected<std::unique_ptr<Tokenizer>> build(const std::string& json_path,
                                            const std::string& config_path) {
-  LLMS_ASSIGN_OR_RETURN(const json root, parse_json(json_path));
+  BigModelFields big;
+  LLMS_ASSIGN_OR_RETURN(const json root, parse_tokenizer_json(json_path, big));
   const Fields f(json_path);
   BpeTokenizerConfig cfg;
   std::string unk_token;
-  LLMS_RETURN_IF_ERROR(parse_model(f, root, cfg, unk_token));
+  LLMS_RETURN_IF_ERROR(parse_model(f, root, big, cfg, unk_token));
   LLMS_RETURN_IF_ERROR(parse_added_tokens(f, root, cfg));
 
   auto find_id = [&](std::string_view text) -> int32_t {
@@ -503,6 +652,7 @@ Expected<std::unique_ptr<Tokenizer>> build(const std::string& json_path,
   cfg.prefix_ids = std::move(wrap.prefix);
   cfg.suffix_ids = std::move(wrap.suffix);
   cfg.added_mode = AddedTokenSplitter::Mode::kHuggingFace;
+  cfg.decode_added_tokens = true;
   return make_bpe_tokenizer(std::move(cfg));
 }
 

@@ -9,8 +9,8 @@
 
 namespace llmserve::unicode {
 
-/// Decodes the character at s[pos]: its code point and byte length. Ill-formed bytes decode as
-/// one byte with code point 0xFFFD... returned as -1 (len 1).
+/// Decodes the character at s[pos]: its code point and byte length. An ill-formed byte gives
+/// -1 with length 1.
 int32_t decode(std::string_view s, size_t pos, size_t* len);
 
 /// Code point of the last character of s[0, end) and its byte length (-1, 1 if ill-formed).

@@ -136,7 +136,7 @@ TEST(HfReference, LoadsFast) {
     const double s = seconds_since(t0);
     ASSERT_TRUE(tok.ok()) << tok.status().message();
     std::printf("[ timing   ] hf-%s tokenizer.json loaded in %.3f s\n", name.c_str(), s);
-    EXPECT_LT(s, 2.0);  // well under a second on a developer machine; slack for CI/ASan
+    EXPECT_LT(s, 5.0);  // ~0.6 s of CPU on a developer machine; slack for loaded CI machines
   }
 }
 

@@ -1,0 +1,59 @@
+// llmserve tokenize: the token ids of one text file under a tokenizer (GGUF vocabulary, Hugging
+// Face directory / tokenizer.json, or llama2.c tokenizer.bin), with the same options the server
+// uses: --add-special (BOS/EOS per the tokenizer's configuration) and --parse-special (special
+// tokens written in the text are those tokens).
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llmserve::cli {
+
+TokenizeCommand::TokenizeCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("tokenize", "Print the token ids of a text file");
+  cmd_->add_option("--tokenizer", tokenizer_path_,
+                   "Tokenizer: GGUF file, Hugging Face directory or tokenizer.json, or llama2.c "
+                   "tokenizer.bin (with --vocab-size)");
+  cmd_->add_option("--text-file", text_path_, "The text to encode (the whole file, one text)");
+  cmd_->add_option("--vocab-size", vocab_size_,
+                   "Number of tokens of a llama2.c tokenizer.bin (not stored in the file)");
+  cmd_->add_flag("--add-special", add_special_,
+                 "Add the special tokens the tokenizer's configuration asks for (BOS/EOS)");
+  cmd_->add_flag("--parse-special", parse_special_,
+                 "Recognise special tokens written in the text (e.g. <|im_start|>)");
+  cmd_->add_flag("--json", json_, "Print {\"ids\": [...]} instead of space-separated ids");
+}
+
+int TokenizeCommand::run() {
+  if (tokenizer_path_.empty()) return fail(InvalidArgument("no tokenizer given (--tokenizer)"));
+  if (text_path_.empty()) return fail(InvalidArgument("no text given (--text-file)"));
+  std::ifstream in(text_path_, std::ios::binary);
+  if (!in) return fail(NotFound("{}: cannot open text file", text_path_));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return fail(DataLoss("{}: read error", text_path_));
+
+  TokenizerLoadOptions options;
+  options.llama2c_vocab_size = vocab_size_;
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = load_tokenizer_from_path(tokenizer_path_, options);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  const std::vector<int32_t> ids =
+      (*tokenizer)->encode(text, EncodeOptions{add_special_, parse_special_});
+  if (json_) {
+    std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
+  } else {
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) line += ' ';
+      line += std::to_string(ids[i]);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace llmserve::cli
