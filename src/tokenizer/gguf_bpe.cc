@@ -74,6 +74,33 @@ constexpr const char* kViking[] = {
     R"(\p{N})",
 };
 
+// llama.cpp rewrote tekken's and gpt-4o's \p{Lu}/\p{Ll} classes with lookaheads for std::regex;
+// those rewritten forms are what its vectors follow, so they are kept here.
+constexpr const char* kTekken[] = {
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+};
+
+constexpr const char* kGpt4o[] = {
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+};
+
+constexpr const char* kSeedCoder[] = {
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)",
+};
+
+constexpr const char* kBailingMoe[] = {
+    R"('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)",
+};
+
+constexpr const char* kChameleon[] = {
+    R"(<sentinel:[0-9]+>)",
+    R"((IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z)",
+    R"(([\t\n]|    |  ))",
+    R"(\p{N})",
+    R"([\p{P}!-/:-@\[-`{-~])",
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
+};
+
 constexpr const char* kDefault[] = {
     R"([\p{P}\$\+<=>\^~\|]+)",
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
@@ -111,7 +138,15 @@ constexpr PreEntry kPreTable[] = {
     entry("qwen2|deepseek-r1-qwen|kormo|megrez|stablelm2|hunyuan|grok-2", kQwen2),
     entry("poro-chat|bloom|gpt3-finnish", kPoro),
     entry("viking", kViking),
+    entry("tekken", kTekken, true, true),
+    entry("gpt-4o|llama4|minimax-m2", kGpt4o),
+    entry("seed-coder", kSeedCoder),
+    entry("bailingmoe|bailingmoe2|llada-moe", kBailingMoe),
+    entry("chameleon", kChameleon, false, true),
 };
+
+/// Pre names whose llama.cpp splitter is custom code rather than a regex list.
+constexpr std::string_view kCustomPre = "kimi-k2|afmoe|superbpe";
 
 bool name_in(std::string_view name, std::string_view list) {
   while (!list.empty()) {
@@ -136,6 +171,25 @@ PreEntry lookup_pre(std::string_view pre) {
 }
 
 }  // namespace
+
+std::vector<std::string> gguf_pre_regexes(std::string_view pre) {
+  const PreEntry e = lookup_pre(pre);
+  return std::vector<std::string>(e.regexes, e.regexes + e.count);
+}
+
+std::vector<std::string> gguf_pre_names() {
+  std::vector<std::string> names;
+  for (const PreEntry& e : kPreTable) {
+    std::string_view list = e.names;
+    while (!list.empty()) {
+      const size_t bar = list.find('|');
+      names.emplace_back(list.substr(0, bar));
+      if (bar == std::string_view::npos) break;
+      list.remove_prefix(bar + 1);
+    }
+  }
+  return names;
+}
 
 Expected<std::unique_ptr<Tokenizer>> load_gguf_bpe_tokenizer(const GgufFile& gguf) {
   const std::string& path = gguf.path();
@@ -173,6 +227,10 @@ Expected<std::unique_ptr<Tokenizer>> load_gguf_bpe_tokenizer(const GgufFile& ggu
   std::string pre;
   if (gguf.has_key("tokenizer.ggml.pre")) {
     LLMS_ASSIGN_OR_RETURN(pre, gguf.get_string("tokenizer.ggml.pre"));
+  }
+  if (name_in(pre, kCustomPre)) {
+    return Unimplemented("{}: tokenizer.ggml.pre '{}' is not supported (llama.cpp splits it with "
+                         "custom code, not a regex list)", path, pre);
   }
   const PreEntry entry = lookup_pre(pre);
   cfg.model_options.ignore_merges = entry.ignore_merges;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/regex.h"
 #include "tokenizer_test_util.h"
@@ -355,6 +356,18 @@ TEST(SplitBehavior, MatchesTokenizersDocumentation) {
             (V{"the", "-", "final", "--", "countdown"}));
   // invert: the matches are the content, the rest the delimiters.
   EXPECT_EQ(split_pieces(text, dashes, SplitBehavior::kRemoved, true), (V{"-", "-", "-"}));
+}
+
+TEST(Regex, EveryLlamaCppPreListCompiles) {
+  const auto names = gguf_pre_names();
+  EXPECT_GE(names.size(), 50u);
+  for (const std::string& name : names) {
+    for (const std::string& re : gguf_pre_regexes(name)) {
+      Expected<Regex> r = Regex::compile(re, true);
+      EXPECT_TRUE(r.ok()) << name << ": " << r.status().message();
+    }
+  }
+  EXPECT_EQ(gguf_pre_regexes("no-such-pre").size(), 4u);  // llama.cpp's default list
 }
 
 TEST(Regex, UnicodeClassesAndErrors) {
