@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/timing.h"
+#include "engine/model_assets.h"
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -23,35 +24,6 @@
 
 namespace llmserve {
 namespace {
-
-Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const EngineConfig& cfg, const ModelFile& mf) {
-  if (!cfg.tokenizer_path.empty()) {
-    // --tokenizer: a llama2.c tokenizer.bin, or any GGUF file whose vocabulary to use.
-    if (!GgufFile::has_magic(cfg.tokenizer_path)) {
-      LLMS_ASSIGN_OR_RETURN(Vocab v,
-                            load_llama2c_vocab(cfg.tokenizer_path, mf.config().vocab_size));
-      return make_spm_tokenizer(std::move(v));
-    }
-    LLMS_ASSIGN_OR_RETURN(GgufFile tf, GgufFile::open(cfg.tokenizer_path));
-    LLMS_ASSIGN_OR_RETURN(Vocab v, load_gguf_vocab(tf));
-    if (v.size() != mf.config().vocab_size)
-      return DataLoss("{}: vocabulary has {} tokens but the model has {}", cfg.tokenizer_path,
-                      v.size(), mf.config().vocab_size);
-    return make_spm_tokenizer(std::move(v));
-  }
-  if (mf.format() == ModelFile::Format::kHfDir)
-    return Unimplemented("{}: loading tokenizer.json is not implemented yet; pass --tokenizer "
-                         "with a GGUF file or llama2.c tokenizer.bin holding the same "
-                         "vocabulary", mf.path());
-  if (mf.gguf() == nullptr)
-    return InvalidArgument("{}: llama2.c checkpoints carry no vocabulary; pass --tokenizer "
-                           "tokenizer.bin", mf.path());
-  LLMS_ASSIGN_OR_RETURN(Vocab v, load_gguf_vocab(*mf.gguf()));
-  if (v.size() != mf.config().vocab_size)
-    return DataLoss("{}: vocabulary has {} tokens but token_embd has {} rows", mf.path(),
-                    v.size(), mf.config().vocab_size);
-  return make_spm_tokenizer(std::move(v));
-}
 
 class EngineCore final : public LLMEngine {
  public:
@@ -69,6 +41,7 @@ class EngineCore final : public LLMEngine {
   const ModelConfig& model_config() const override { return model_file_->config(); }
   const EngineConfig& config() const override { return config_; }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const std::optional<std::string>& chat_template() const override { return chat_template_; }
   int32_t max_model_len() const override { return max_model_len_; }
   const std::string& served_model_name() const override { return config_.served_model_name; }
   SamplingParams default_sampling_params() const override {
@@ -91,6 +64,7 @@ class EngineCore final : public LLMEngine {
   int32_t max_model_len_ = 0;
   std::unique_ptr<ModelFile> model_file_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<std::string> chat_template_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KVCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -108,7 +82,8 @@ Status EngineCore::init(const EngineConfig& config) {
   LLMS_RETURN_IF_ERROR(config_.validate());
   LLMS_ASSIGN_OR_RETURN(model_file_, ModelFile::open(config_.model_path));
   const ModelConfig& mc = model_file_->config();
-  LLMS_ASSIGN_OR_RETURN(tokenizer_, load_tokenizer(config_, *model_file_));
+  LLMS_ASSIGN_OR_RETURN(tokenizer_, load_model_tokenizer(config_, *model_file_));
+  LLMS_ASSIGN_OR_RETURN(chat_template_, find_model_chat_template(config_, *model_file_));
   if (config_.served_model_name.empty()) config_.served_model_name = mc.name;
 
   max_model_len_ = config_.scheduler.max_model_len > 0 ? config_.scheduler.max_model_len

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,12 @@ class LLMEngine {
   /// generation_config.json temperature / top_p / top_k (vLLM's --generation-config auto),
   /// else SamplingParams' defaults.
   virtual SamplingParams default_sampling_params() const { return {}; }
+  /// The model's Jinja chat template (GGUF tokenizer.chat_template, HF chat_template.jinja or
+  /// tokenizer_config.json; --tokenizer's first), or nullopt when it ships none.
+  virtual const std::optional<std::string>& chat_template() const {
+    static const std::optional<std::string> none;
+    return none;
+  }
 };
 
 }  // namespace llmserve

@@ -1,18 +1,45 @@
 #include "server/builtin_chat_template.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/llm_engine.h"
+
 namespace llmserve {
 
-std::string render_builtin_chat_template(const std::vector<ChatMessage>& messages,
-                                         bool add_generation_prompt) {
-  std::string text;
-  for (const ChatMessage& m : messages) {
-    text += m.role;
-    text += ": ";
-    text += m.content;
-    text += '\n';
+const char* const kBuiltinChatTemplate =
+    "{{ bos_token }}{% for message in messages %}{{ message['role'] }}: "
+    "{{ message['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
+                                             const LLMEngine& engine, std::string* origin) {
+  std::string source, from;
+  std::error_code ec;
+  if (!override_source.empty()) {
+    if (std::filesystem::is_regular_file(override_source, ec)) {
+      std::ifstream in(override_source, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      source = ss.str();
+      from = override_source;
+    } else if (override_source.find('{') != std::string::npos) {
+      source = override_source;
+      from = "--chat-template (inline)";
+    } else {
+      return InvalidArgument("--chat-template {}: no such file", override_source);
+    }
+  } else if (engine.chat_template()) {
+    source = *engine.chat_template();
+    from = "the model's chat template";
+  } else {
+    source = kBuiltinChatTemplate;
+    from = "the built-in chat template (the model ships none)";
   }
-  if (add_generation_prompt) text += "assistant:";
-  return text;
+  Expected<ChatTemplate> tpl = ChatTemplate::parse(source);
+  if (!tpl.ok()) return InvalidArgument("{}: {}", from, tpl.status().message());
+  if (origin != nullptr) *origin = from;
+  return tpl;
 }
 
 }  // namespace llmserve

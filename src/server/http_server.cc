@@ -18,6 +18,7 @@
 #include "server/api_error.h"
 #include "server/connection_probe.h"
 #include "server/metrics.h"
+#include "server/builtin_chat_template.h"
 #include "server/openai_serving.h"
 
 namespace llmserve {
@@ -36,6 +37,17 @@ namespace {
 
 using httplib::Request;
 using httplib::Response;
+
+ChatTemplate resolve_or_builtin(const std::string& override_source, const LLMEngine& engine) {
+  std::string origin;
+  Expected<ChatTemplate> tpl = resolve_chat_template(override_source, engine, &origin);
+  if (tpl.ok()) {
+    spdlog::info("chat template: {}", origin);
+    return std::move(*tpl);
+  }
+  spdlog::error("{}; using the built-in chat template", tpl.status().message());
+  return *ChatTemplate::parse(kBuiltinChatTemplate);
+}
 using HandlerResponse = httplib::Server::HandlerResponse;
 
 /// Known paths and their one allowed method (for 405 answers).
@@ -120,7 +132,8 @@ HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
       metrics(engine_in.engine().max_model_len()),
       serving(engine_in, metrics,
               config.served_model_name.empty() ? engine_in.engine().served_model_name()
-                                               : config.served_model_name) {
+                                               : config.served_model_name,
+              resolve_or_builtin(config.chat_template, engine_in.engine())) {
   setup();
 }
 
@@ -146,6 +159,12 @@ void HttpServer::Impl::setup() {
   });
   svr.Post("/v1/chat/completions", [this](const Request& req, Response& res) {
     serving.chat_completions(req, &res, cancel_check(req));
+  });
+  svr.Post("/tokenize", [this](const Request& req, Response& res) {
+    serving.tokenize(req, &res);
+  });
+  svr.Post("/detokenize", [this](const Request& req, Response& res) {
+    serving.detokenize(req, &res);
   });
   svr.Get("/v1/models", [this](const Request&, Response& res) {
     res.set_content(serving.models().dump(), "application/json");

@@ -37,6 +37,10 @@ struct ServerConfig {
   std::string served_model_name;
   /// Non-empty: every /v1/* request needs "Authorization: Bearer <api_key>" (else 401).
   std::string api_key;
+  /// --chat-template: a file path or the template text; empty = the model's, else built-in
+  /// (resolve_chat_template). The caller validates it first: one that fails to resolve here
+  /// falls back to the built-in template with an error logged.
+  std::string chat_template;
   /// Request bodies larger than this get 413.
   size_t max_request_body_bytes = size_t{32} << 20;
 

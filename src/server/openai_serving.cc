@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "common/timing.h"
-#include "server/builtin_chat_template.h"
 #include "server/engine_bridge.h"
 #include "server/protocol.h"
 #include "server/responses.h"
@@ -40,11 +39,34 @@ struct OpenAIServing::Generation {
 };
 
 OpenAIServing::OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics,
-                             std::string served_model_name)
+                             std::string served_model_name, ChatTemplate chat_template)
     : engine_(engine),
       metrics_(metrics),
       served_model_name_(std::move(served_model_name)),
+      chat_template_(std::move(chat_template)),
       created_(unix_time_now()) {}
+
+std::optional<ApiError> OpenAIServing::chat_prompt_ids(const std::string& raw_body,
+                                                       const std::vector<ChatMessage>& messages,
+                                                       bool add_special,
+                                                       std::vector<int32_t>* ids) const {
+  // Parsed again keeping key order: tool schemas and message fields reach tojson as sent.
+  const nlohmann::ordered_json body =
+      nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) return bad_request("invalid JSON body");
+  ChatTemplateInputs in;
+  if (auto err = read_chat_template_inputs(body, messages, &in)) return err;
+  const Tokenizer& tok = engine_.engine().tokenizer();
+  if (tok.bos_id() >= 0) in.bos_token = tok.piece(tok.bos_id());
+  if (tok.eos_id() >= 0) in.eos_token = tok.piece(tok.eos_id());
+  Expected<std::string> text = render_chat(chat_template_, in);
+  if (!text.ok()) return bad_request("chat template error: " + text.status().message());
+  EncodeOptions opt;
+  opt.add_special = add_special;
+  opt.parse_special = true;  // the template's own special tokens (<|im_start|>, <s>, ...)
+  *ids = tok.encode(*text, opt);
+  return std::nullopt;
+}
 
 std::optional<ApiError> OpenAIServing::check_model(const std::optional<std::string>& model) const {
   if (!model || *model == served_model_name_) return std::nullopt;
@@ -103,9 +125,9 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   gen.meta = {ApiKind::kChat, make_response_id(ApiKind::kChat), unix_time_now(),
               served_model_name_};
   gen.request.arrival_time = arrival_time;
-  const std::string prompt =
-      render_builtin_chat_template(parsed.messages, parsed.add_generation_prompt);
-  gen.request.prompt_token_ids = engine_.engine().tokenizer().encode(prompt, /*add_bos=*/true);
+  if (auto err = chat_prompt_ids(req.body, parsed.messages, /*add_special=*/false,
+                                 &gen.request.prompt_token_ids))
+    return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
   // Like vLLM: without max_tokens a chat reply may use the rest of the context window, here
@@ -241,6 +263,94 @@ json OpenAIServing::models() const {
 
 std::string OpenAIServing::metrics_page() const {
   return metrics_.render(engine_.stats(), served_model_name_);
+}
+
+}  // namespace llmserve
+
+namespace llmserve {
+
+void OpenAIServing::tokenize(const httplib::Request& req, httplib::Response* res) {
+  json body;
+  if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string())
+      return set_error_response(bad_request("'model' must be a string", "model"), res);
+    if (auto err = check_model(body["model"].get<std::string>()))
+      return set_error_response(*err, res);
+  }
+  auto read_flag = [&](const char* name, bool fallback, bool* out) -> std::optional<ApiError> {
+    *out = fallback;
+    if (!body.contains(name) || body[name].is_null()) return std::nullopt;
+    if (!body[name].is_boolean())
+      return bad_request(fmt::format("'{}' must be a boolean", name), std::string(name));
+    *out = body[name].get<bool>();
+    return std::nullopt;
+  };
+  const Tokenizer& tok = engine_.engine().tokenizer();
+  std::vector<int32_t> ids;
+  const bool chat = body.contains("messages");
+  if (chat == body.contains("prompt"))
+    return set_error_response(
+        bad_request("send exactly one of 'prompt' (text) and 'messages' (chat)", "prompt"), res);
+  bool add_special = false, return_strs = false;
+  if (auto err = read_flag("add_special_tokens", !chat, &add_special))
+    return set_error_response(*err, res);
+  if (auto err = read_flag("return_token_strs", false, &return_strs))
+    return set_error_response(*err, res);
+  if (chat) {
+    std::vector<ChatMessage> messages;
+    if (auto err = parse_messages(body, &messages)) return set_error_response(*err, res);
+    if (auto err = chat_prompt_ids(req.body, messages, add_special, &ids))
+      return set_error_response(*err, res);
+  } else {
+    if (!body["prompt"].is_string())
+      return set_error_response(bad_request("'prompt' must be a string", "prompt"), res);
+    bool parse_special = false;
+    if (auto err = read_flag("parse_special", false, &parse_special))
+      return set_error_response(*err, res);
+    EncodeOptions opt;
+    opt.add_special = add_special;
+    opt.parse_special = parse_special;
+    ids = tok.encode(body["prompt"].get<std::string>(), opt);
+  }
+  json out = {{"count", ids.size()},
+              {"max_model_len", engine_.engine().max_model_len()},
+              {"tokens", ids},
+              {"token_strs", nullptr}};
+  if (return_strs) {
+    json strs = json::array();
+    for (int32_t id : ids) strs.push_back(tok.piece(id));
+    out["token_strs"] = std::move(strs);
+  }
+  res->set_content(dump(out), "application/json");
+}
+
+void OpenAIServing::detokenize(const httplib::Request& req, httplib::Response* res) {
+  json body;
+  if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string())
+      return set_error_response(bad_request("'model' must be a string", "model"), res);
+    if (auto err = check_model(body["model"].get<std::string>()))
+      return set_error_response(*err, res);
+  }
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    return set_error_response(bad_request("'tokens' must be a list of token ids", "tokens"), res);
+  const Tokenizer& tok = engine_.engine().tokenizer();
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < body["tokens"].size(); ++i) {
+    const json& v = body["tokens"][i];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.vocab_size())
+      return set_error_response(
+          bad_request(fmt::format("'tokens[{}]' = {} is not a token id of this model (0..{})", i,
+                                  v.dump(), tok.vocab_size() - 1),
+                      "tokens"),
+          res);
+    ids.push_back(v.get<int32_t>());
+  }
+  DecodeOptions opt;
+  opt.skip_special_tokens = false;  // vLLM's /detokenize keeps special tokens
+  res->set_content(dump(json{{"prompt", tok.decode(ids, opt)}}), "application/json");
 }
 
 }  // namespace llmserve

@@ -13,7 +13,9 @@
 
 #include "engine/async_engine.h"
 #include "server/api_error.h"
+#include "chat_template/chat_template.h"
 #include "server/metrics.h"
+#include "server/protocol.h"
 
 namespace llmserve {
 
@@ -27,14 +29,25 @@ void set_error_response(const ApiError& error, httplib::Response* res);
 class OpenAIServing {
  public:
   /// `served_model_name` is the only accepted "model" value and the one reported back.
-  OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics, std::string served_model_name);
+  /// `chat_template` renders chat messages (see resolve_chat_template).
+  OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics, std::string served_model_name,
+                ChatTemplate chat_template);
 
   /// POST /v1/completions.
   void completions(const httplib::Request& req, httplib::Response* res,
                    const CancelCheck& should_cancel);
-  /// POST /v1/chat/completions (built-in chat template, see builtin_chat_template.h).
+  /// POST /v1/chat/completions: messages rendered with the chat template, tokenized with
+  /// special tokens parsed and none added (vLLM), then generated like a completion.
   void chat_completions(const httplib::Request& req, httplib::Response* res,
                         const CancelCheck& should_cancel);
+  /// POST /tokenize (vLLM): {"prompt": text, "add_special_tokens": true} or {"messages": [...],
+  /// "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools",
+  /// "add_special_tokens": false}; "return_token_strs". Responds {"count", "max_model_len",
+  /// "tokens", "token_strs"}.
+  void tokenize(const httplib::Request& req, httplib::Response* res);
+  /// POST /detokenize (vLLM): {"tokens": [ids]} -> {"prompt": text}. Ids outside the vocabulary
+  /// are a 400.
+  void detokenize(const httplib::Request& req, httplib::Response* res);
   /// GET /v1/models body.
   nlohmann::json models() const;
   /// GET /metrics body.
@@ -46,6 +59,10 @@ class OpenAIServing {
   struct Generation;  // one prepared request, see openai_serving.cc
 
   std::optional<ApiError> check_model(const std::optional<std::string>& model) const;
+  /// Renders a validated chat body (`messages`) with the chat template and tokenizes it.
+  std::optional<ApiError> chat_prompt_ids(const std::string& raw_body,
+                                          const std::vector<ChatMessage>& messages,
+                                          bool add_special, std::vector<int32_t>* ids) const;
   std::optional<ApiError> finish_params(std::optional<int32_t> max_tokens,
                                         int32_t default_max_tokens, SamplingParams* params) const;
   void generate(Generation gen, httplib::Response* res, const CancelCheck& should_cancel);
@@ -57,6 +74,7 @@ class OpenAIServing {
   AsyncEngine& engine_;
   ServerMetrics& metrics_;
   std::string served_model_name_;
+  ChatTemplate chat_template_;
   int64_t created_ = 0;  // server start, Unix seconds (the model's "created")
 };
 

@@ -300,9 +300,60 @@ std::optional<ApiError> parse_completion_request(const json& body, CompletionReq
   return read_options(body, /*chat=*/false, &out->options);
 }
 
+std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>* out) {
+  return read_messages(body, out);
+}
+
+std::optional<ApiError> read_chat_template_inputs(const nlohmann::ordered_json& body,
+                                                  const std::vector<ChatMessage>& messages,
+                                                  ChatTemplateInputs* out) {
+  using ojson = nlohmann::ordered_json;
+  const ojson& msgs = body.at("messages");  // validated by read_messages
+  out->messages = ojson::array();
+  for (size_t i = 0; i < msgs.size() && i < messages.size(); ++i) {
+    ojson m = msgs[i];
+    if (m.contains("content") && m["content"].is_array()) m["content"] = messages[i].content;
+    out->messages.push_back(std::move(m));
+  }
+  auto list_or_null = [&](const char* name, ojson* dst) -> std::optional<ApiError> {
+    if (!body.contains(name) || body[name].is_null()) return std::nullopt;
+    if (!body[name].is_array())
+      return bad_request(fmt::format("'{}' must be a list or null, got {}", name,
+                                     describe(json::parse(body[name].dump()))),
+                         std::string(name));
+    *dst = body[name];
+    return std::nullopt;
+  };
+  if (auto err = list_or_null("tools", &out->tools)) return err;
+  if (auto err = list_or_null("documents", &out->documents)) return err;
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    if (!body["chat_template_kwargs"].is_object())
+      return bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    out->chat_template_kwargs = body["chat_template_kwargs"];
+  }
+  auto flag = [&](const char* name, bool fallback, bool* dst) -> std::optional<ApiError> {
+    *dst = fallback;
+    if (!body.contains(name) || body[name].is_null()) return std::nullopt;
+    if (!body[name].is_boolean())
+      return bad_request(fmt::format("'{}' must be a boolean", name), std::string(name));
+    *dst = body[name].get<bool>();
+    return std::nullopt;
+  };
+  if (auto err = flag("add_generation_prompt", true, &out->add_generation_prompt)) return err;
+  if (auto err = flag("continue_final_message", false, &out->continue_final_message))
+    return err;
+  if (out->add_generation_prompt && out->continue_final_message)
+    return bad_request("'add_generation_prompt' and 'continue_final_message' cannot both be "
+                       "true (send add_generation_prompt: false to continue the last message)",
+                       "continue_final_message");
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_chat_request(const json& body, ChatCompletionRequest* out) {
   if (auto err = read_messages(body, &out->messages)) return err;
   if (auto err = read_bool(body, "add_generation_prompt", &out->add_generation_prompt))
+    return err;
+  if (auto err = read_bool(body, "continue_final_message", &out->continue_final_message))
     return err;
   return read_options(body, /*chat=*/true, &out->options);
 }

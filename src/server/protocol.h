@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat_template/chat_template.h"
 #include "sampling/sampling_params.h"
 #include "server/api_error.h"
 
@@ -47,6 +48,7 @@ struct ChatCompletionRequest {
   GenerationOptions options;
   std::vector<ChatMessage> messages;  // at least one
   bool add_generation_prompt = true;
+  bool continue_final_message = false;
 };
 
 /// Parses an HTTP body that must be a JSON object. Errors: 400 naming the parse position.
@@ -61,5 +63,20 @@ std::optional<ApiError> parse_completion_request(const nlohmann::json& body,
 /// Reads a /v1/chat/completions body; errors as parse_completion_request.
 std::optional<ApiError> parse_chat_request(const nlohmann::json& body,
                                            ChatCompletionRequest* out);
+
+/// The chat-template inputs of a request body (chat completions, /tokenize with messages),
+/// read from the body parsed with its key order kept (`ordered_body`; tool schemas and message
+/// fields reach the template's tojson in the client's order): every message object as sent
+/// except that a list of text parts becomes one string joined with "\n" (vLLM's "string"
+/// content format; `messages` are the already-validated messages), "tools" and "documents"
+/// (lists or null), "chat_template_kwargs" (an object), "add_generation_prompt" and
+/// "continue_final_message". bos_token / eos_token are left for the caller.
+/// Errors: 400 naming the field; both add_generation_prompt and continue_final_message set.
+std::optional<ApiError> read_chat_template_inputs(const nlohmann::ordered_json& ordered_body,
+                                                  const std::vector<ChatMessage>& messages,
+                                                  ChatTemplateInputs* out);
+
+/// Validates "messages" of a body (as for chat completions) into `out`.
+std::optional<ApiError> parse_messages(const nlohmann::json& body, std::vector<ChatMessage>* out);
 
 }  // namespace llmserve

@@ -22,6 +22,24 @@ std::vector<int32_t> FakeTokenizer::encode(std::string_view text, bool add_bos) 
   return ids;
 }
 
+std::vector<int32_t> FakeTokenizer::encode(std::string_view text,
+                                           const EncodeOptions& options) const {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < text.size();) {
+    if (options.parse_special && text.substr(i, 3) == "<s>") {
+      ids.push_back(bos_id());
+      i += 3;
+    } else if (options.parse_special && text.substr(i, 4) == "</s>") {
+      ids.push_back(eos_id());
+      i += 4;
+    } else {
+      ids.push_back(byte_token(text[i++]));
+    }
+  }
+  if (options.add_special && (ids.empty() || ids[0] != bos_id())) ids.insert(ids.begin(), bos_id());
+  return ids;
+}
+
 std::string FakeTokenizer::decode_token(int32_t /*prev_id*/, int32_t id) const {
   if (id < 3 || id >= kVocabSize) return "";
   return std::string(1, static_cast<char>(id - 3));

@@ -34,11 +34,16 @@ class FakeTokenizer : public Tokenizer {
   static constexpr int32_t kVocabSize = 259;  // 3 specials + 256 bytes
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
+  /// parse_special: "<s>" / "</s>" in the text become BOS / EOS; add_special prepends BOS
+  /// unless the ids already start with it.
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const override;
   std::string decode_token(int32_t prev_id, int32_t id) const override;
   int32_t vocab_size() const override { return kVocabSize; }
   int32_t bos_id() const override { return 1; }
   int32_t eos_id() const override { return 2; }
-  std::string piece(int32_t id) const override { return decode_token(-1, id); }
+  std::string piece(int32_t id) const override {
+    return id == 1 ? "<s>" : id == 2 ? "</s>" : decode_token(-1, id);
+  }
 
   static int32_t byte_token(char c) { return static_cast<unsigned char>(c) + 3; }
 };

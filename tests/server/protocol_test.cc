@@ -140,9 +140,16 @@ TEST(Sse, EventFormatAndParserAcrossSplits) {
 }
 
 TEST(ChatTemplate, Builtin) {
-  std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
-  EXPECT_EQ(render_builtin_chat_template(m, true), "system: Be brief.\nuser: Hi\nassistant:");
-  EXPECT_EQ(render_builtin_chat_template(m, false), "system: Be brief.\nuser: Hi\n");
+  auto tpl = ChatTemplate::parse(kBuiltinChatTemplate);
+  ASSERT_TRUE(tpl.ok()) << tpl.status().message();
+  ChatTemplateInputs in;
+  in.messages = nlohmann::ordered_json::parse(
+      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])");
+  in.bos_token = "<s>";
+  in.add_generation_prompt = true;
+  EXPECT_EQ(*render_chat(*tpl, in), "<s>system: Be brief.\nuser: Hi\nassistant:");
+  in.add_generation_prompt = false;
+  EXPECT_EQ(*render_chat(*tpl, in), "<s>system: Be brief.\nuser: Hi\n");
 }
 
 TEST(Responses, ShapesAndIds) {
