@@ -1,8 +1,9 @@
 // llmserve inspect: what a model checkpoint is (format, architecture, shape, RoPE, parameter
 // count) and what its KV cache costs: bytes per token, the attention type that decides them,
 // and how many blocks / tokens / max-length sequences fit in a KV memory budget, next to the
-// same figures for the model's MHA equivalent. Opens the model like the engine does
-// (ModelFile::open: mapped, no weights read) and sizes the pool with the engine's formula, so
+// same figures for the model's MHA equivalent. Opens and builds the model like the engine does
+// (ModelFile::open + create_model: every tensor's presence and shape is checked, so a model
+// `serve` would refuse is an error here too) and sizes the pool with the engine's formula, so
 // `inspect` and `serve` agree on the number of blocks. Text (aligned) or one JSON object.
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "models/model.h"
 #include "common/check.h"
 #include "models/model_file.h"
 #include "runner/model_runner.h"
@@ -158,6 +160,7 @@ int InspectCommand::run() {
   auto file = ModelFile::open(model_path_);
   if (!file.ok()) return fail(file.status());
   const ModelFile& mf = **file;
+  if (auto model = create_model(mf); !model.ok()) return fail(model.status());
   const ModelConfig& c = mf.config();
 
   int64_t params = 0, weight_bytes = 0;

@@ -24,8 +24,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help / --version exit 0; every parse error (bad or missing flag value) exits 1.
-    return app.exit(e) == 0 ? 0 : 1;
+    // --help / --version exit 0; every parse error (bad or missing flag value) is one
+    // "error: ..." line and exit 1, like every other command-line error.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    return 1;
   }
   if (serve.parsed()) return serve.run();
   if (generate.parsed()) return generate.run();

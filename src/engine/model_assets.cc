@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weights/gguf.h"
+#include "weights/mapped_file.h"
 
 namespace llmserve {
 namespace {
@@ -20,13 +21,7 @@ Status check_vocab(const Tokenizer& t, const ModelFile& model, const std::string
   return Status::Ok();
 }
 
-Expected<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return NotFound("{}: cannot open", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+Expected<std::string> read_text(const fs::path& p) { return read_text_file(p.string()); }
 
 }  // namespace
 

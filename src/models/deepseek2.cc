@@ -131,6 +131,9 @@ class Deepseek2Model final : public Model {
       prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
       prepare_weight(l.w_down);
     }
+    w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
+    w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
+    LLMS_RETURN_IF_ERROR(w.check_all_used());
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);
     return Status::Ok();
   }

@@ -8,17 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weights/mapped_file.h"
+
 namespace llmserve {
 namespace {
 
 using nlohmann::json;
 
 Expected<json> read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("{}: cannot open", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  LLMS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, size_t{16} << 20));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("{}: invalid JSON", path);
   if (!j.is_object()) return InvalidArgument("{}: expected a JSON object", path);
   return j;
@@ -172,6 +171,7 @@ bool parse_layer(std::string_view name, std::string_view prefix, int* layer,
   name.remove_prefix(prefix.size());
   const size_t dot = name.find('.');
   if (dot == std::string_view::npos || dot == 0 || dot > 9) return false;
+  if (dot > 1 && name[0] == '0') return false;  // "01" is not a layer index
   int v = 0;
   for (char c : name.substr(0, dot)) {
     if (c < '0' || c > '9') return false;
@@ -267,10 +267,16 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     c.n_kv_heads = 1;  // the latent is one shared "head"
     LLMS_ASSIGN_OR_RETURN(bool bias, k.boolean_or("attention_bias", false));
     if (bias) return Unimplemented("{}: attention_bias = true is not supported for MLA", path);
-    if (k.has("n_routed_experts")) {
-      LLMS_ASSIGN_OR_RETURN(int32_t first_dense, k.size_or("first_k_dense_replace", 0));
+    LLMS_ASSIGN_OR_RETURN(int64_t experts,
+                          k.has("n_routed_experts") ? k.integer("n_routed_experts")
+                                                    : Expected<int64_t>(int64_t{0}));
+    if (experts > 0) {
+      int64_t first_dense = 0;
+      if (k.has("first_k_dense_replace")) {
+        LLMS_ASSIGN_OR_RETURN(first_dense, k.integer("first_k_dense_replace"));
+      }
       LLMS_ASSIGN_OR_RETURN(int32_t freq, k.size_or("moe_layer_freq", 1));
-      for (int32_t l = first_dense; l < c.n_layers; ++l)
+      for (int64_t l = std::max<int64_t>(first_dense, 0); l < c.n_layers; ++l)
         if (l % freq == 0)
           return Unimplemented("{}: layer {} is a mixture-of-experts layer (n_routed_experts, "
                                "first_k_dense_replace = {}); MoE layers are not supported yet",
@@ -315,7 +321,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
 Expected<GenerationConfig> read_hf_generation_config(const std::string& dir) {
   const std::filesystem::path gen = std::filesystem::path(dir) / "generation_config.json";
   std::error_code ec;
-  const bool has_gen = std::filesystem::exists(gen, ec);
+  const bool has_gen = std::filesystem::exists(std::filesystem::symlink_status(gen, ec));
   const std::string path = has_gen ? gen.string()
                                    : (std::filesystem::path(dir) / "config.json").string();
   LLMS_ASSIGN_OR_RETURN(json j, read_json_file(path));
@@ -343,22 +349,30 @@ Expected<GenerationConfig> read_hf_generation_config(const std::string& dir) {
     g.bos_token_id = static_cast<int32_t>(bos);
   }
   if (has_gen) {
+    // Ranges as SamplingParams::validate checks them, so a bad file fails at load instead of
+    // turning every request that relies on the default into a 400.
     if (k.has("temperature")) {
       LLMS_ASSIGN_OR_RETURN(double t, k.number("temperature"));
+      if (t < 0 || t > 1e6)
+        return InvalidArgument("{}: \"temperature\" = {} must be in [0, 1e6]", path, t);
       g.temperature = static_cast<float>(t);
     }
     if (k.has("top_p")) {
       LLMS_ASSIGN_OR_RETURN(double p, k.number("top_p"));
+      if (!(p > 0 && p <= 1))
+        return InvalidArgument("{}: \"top_p\" = {} must be in (0, 1]", path, p);
       g.top_p = static_cast<float>(p);
     }
     if (k.has("repetition_penalty")) {
       LLMS_ASSIGN_OR_RETURN(double r, k.number("repetition_penalty"));
+      if (!(r > 0))
+        return InvalidArgument("{}: \"repetition_penalty\" = {} must be > 0", path, r);
       g.repetition_penalty = static_cast<float>(r);
     }
     if (k.has("top_k")) {
       LLMS_ASSIGN_OR_RETURN(int64_t tk, k.integer("top_k"));
-      if (tk < 0 || tk > INT32_MAX)
-        return InvalidArgument("{}: \"top_k\" = {} is out of range", path, tk);
+      if (tk < -1 || tk > INT32_MAX)
+        return InvalidArgument("{}: \"top_k\" = {} is out of range (-1 or 0 = off)", path, tk);
       g.top_k = static_cast<int32_t>(tk);
     }
   }

@@ -119,13 +119,13 @@ class LlamaModel final : public Model {
         LLMS_ASSIGN_OR_RETURN(l.k_norm, w.vector(p + "attn_k_norm.weight", cfg_.head_dim));
       }
       for (const char* extra : {"attn_output.bias", "ffn_gate_inp.weight"}) {
-        if (file.find_tensor(p + extra) != nullptr)
-          return Unimplemented("{}: tensor {}{} is not supported (output-projection bias or "
-                               "MoE router)", file.path(), p, extra);
+        if (const TensorView* t = file.find_tensor(p + extra))
+          return Unimplemented("{}: tensor {} is not supported (output-projection bias or "
+                               "MoE router)", file.path(), t->name);
       }
-      if (!cfg_.attention_bias && file.find_tensor(p + "attn_q.bias") != nullptr)
-        return InvalidArgument("{}: the checkpoint has q/k/v biases ({}attn_q.bias) but the "
-                               "config says attention_bias = false", file.path(), p);
+      if (const TensorView* t = file.find_tensor(p + "attn_q.bias"); t && !cfg_.attention_bias)
+        return InvalidArgument("{}: the checkpoint has q/k/v biases ({}) but the config says "
+                               "attention_bias = false", file.path(), t->name);
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, q_dim));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
       LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
@@ -137,6 +137,9 @@ class LlamaModel final : public Model {
       prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
       prepare_weight(l.w_down);
     }
+    w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
+    w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
+    LLMS_RETURN_IF_ERROR(w.check_all_used());
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);
     return Status::Ok();
   }

@@ -113,26 +113,47 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
                              "rotary embeddings are not supported", g.path(), pre, rope_dim,
                              c.head_dim);
     }
-    c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
-    c.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+    // qwen2 always has q/k/v biases and qwen3 always q/k norms (llama.cpp requires them);
+    // llama-arch files may carry optional biases.
+    c.attention_bias = arch == "qwen2" || g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.qk_norm = arch == "qwen3";
   }
-  if (g.has_key(pre + "attention.sliding_window"))
-    return Unimplemented("{}: {}attention.sliding_window: sliding-window attention is not "
-                         "implemented", g.path(), pre);
+  if (has("attention.sliding_window")) {
+    // Sliding-window attention equals full attention while the context fits in the window:
+    // cap the context there (see hf_config.cc) instead of computing wrong logits beyond it.
+    LLMS_ASSIGN_OR_RETURN(int32_t window, get_i("attention.sliding_window"));
+    if (window < c.max_position_embeddings) {
+      std::fprintf(stderr,
+                   "warning: %s: sliding window %d < context length %d; sliding-window attention "
+                   "is not implemented, the context is capped at %d tokens\n",
+                   g.path().c_str(), window, c.max_position_embeddings, window);
+      c.max_position_embeddings = window;
+      c.sliding_window = window;
+    }
+  }
 
-  // RoPE scaling: rope.scaling.type (linear / yarn / none) + factor; llama3 frequency scaling
-  // arrives as llama.cpp's precomputed rope_freqs.weight tensor.
-  std::string scaling = "none";
+  // RoPE scaling as llama.cpp reads it: the factor (rope.scaling.factor, or the legacy
+  // rope.scale_linear) applies as linear interpolation unless the type is yarn (unsupported);
+  // llama3 frequency scaling arrives as the precomputed rope_freqs.weight tensor.
+  std::string scaling = "linear";
   if (has("rope.scaling.type")) {
     LLMS_ASSIGN_OR_RETURN(scaling, g.get_string(pre + "rope.scaling.type"));
   }
-  if (scaling == "linear") {
-    LLMS_ASSIGN_OR_RETURN(double factor, g.get_float(pre + "rope.scaling.factor"));
-    c.rope_scaling.type = RopeScalingType::kLinear;
-    c.rope_scaling.factor = static_cast<float>(factor);
-  } else if (scaling != "none") {
+  double factor = 0.0;
+  for (const char* key : {"rope.scaling.factor", "rope.scale_linear"}) {
+    if (has(key)) {
+      LLMS_ASSIGN_OR_RETURN(factor, g.get_float(pre + key));
+      break;
+    }
+  }
+  if (scaling != "none" && scaling != "linear")
     return Unimplemented("{}: {}rope.scaling.type '{}' is not supported (supported: none, "
                          "linear, llama3 via rope_freqs)", g.path(), pre, scaling);
+  if (factor != 0.0 && factor != 1.0) {
+    if (!(factor > 0.0) || !std::isfinite(factor))
+      return InvalidArgument("{}: {}rope.scaling.factor = {} must be > 0", g.path(), pre, factor);
+    c.rope_scaling.type = RopeScalingType::kLinear;
+    c.rope_scaling.factor = static_cast<float>(factor);
   }
   if (const TensorView* f = g.find_tensor("rope_freqs.weight")) {
     if (f->shape.size() != 1 || f->shape[0] != c.rope_dim() / 2)
@@ -215,6 +236,15 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
   }
   Status st = mf->config_.validate();
   if (!st.ok()) return InvalidArgument("{}: {}", path, st.message());
+  if (mf->format_ != Format::kLlama2c) {
+    // The declared layer count must match the tensors before anything is sized from it.
+    const std::string last = "blk." + std::to_string(mf->config_.n_layers - 1) + ".attn_norm.weight";
+    if (mf->find_tensor(last) == nullptr) {
+      Status missing = mf->tensor(last).status();
+      return NotFound("{} (the config declares {} layers)", missing.message(),
+                      mf->config_.n_layers);
+    }
+  }
   return mf;
 }
 
@@ -227,6 +257,13 @@ Status ModelFile::open_hf_dir() {
                     "Face model directory)", path_);
   LLMS_ASSIGN_OR_RETURN(config_, read_hf_config(path_));
   LLMS_ASSIGN_OR_RETURN(generation_, read_hf_generation_config(path_));
+  for (int32_t id : generation_.eos_token_ids)
+    if (id >= config_.vocab_size)
+      return InvalidArgument("{}: eos_token_id {} is outside the vocabulary (vocab_size {})",
+                             path_, id, config_.vocab_size);
+  if (generation_.bos_token_id >= config_.vocab_size)
+    return InvalidArgument("{}: bos_token_id {} is outside the vocabulary (vocab_size {})", path_,
+                           generation_.bos_token_id, config_.vocab_size);
   LLMS_ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::open_dir(path_));
   safetensors_ = std::make_unique<SafetensorsModel>(std::move(st));
   std::vector<std::string> unused;
@@ -240,7 +277,9 @@ Status ModelFile::open_hf_dir() {
     if (std::sscanf(name->c_str(), "blk.%d.", &layer) == 1 && layer >= config_.n_layers)
       return InvalidArgument("{}: tensor {} belongs to layer {} but config.json has "
                              "num_hidden_layers = {}", path_, t->name, layer, config_.n_layers);
-    hf_by_gguf_name_[*name] = t;
+    if (!hf_by_gguf_name_.emplace(*name, t).second)
+      return DataLoss("{}: tensors {} and {} are the same weight", path_,
+                      hf_by_gguf_name_[*name]->name, t->name);
   }
   for (const std::string& n : unused) {
     // Buffers some exporters save; everything else unknown means an unsupported feature.

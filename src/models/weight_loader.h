@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -24,7 +25,28 @@ class WeightLoader {
   Expected<const TensorView*> tensor(const std::string& name, const std::vector<int64_t>& shape) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
     LLMS_RETURN_IF_ERROR(check_shape(*t, shape));
+    used_.insert(t);
     return t;
+  }
+
+  /// Marks a tensor as consumed without loading it (e.g. output.weight of a tied model, or
+  /// rope_freqs.weight that the config already read). Absent names are ignored.
+  void mark_used(const std::string& name) {
+    if (const TensorView* t = file_.find_tensor(name)) used_.insert(t);
+  }
+
+  /// Every tensor of the file must have been loaded (or marked): a tensor the model would
+  /// ignore means the checkpoint needs a feature the model lacks (a q/k norm on a llama
+  /// config, MoE experts, ...), which would otherwise give silently wrong logits.
+  /// Errors: Unimplemented naming the file, the first unused tensor (as the file names it)
+  /// and the architecture.
+  Status check_all_used() const {
+    for (const TensorView* t : file_.tensors())
+      if (!used_.count(t))
+        return Unimplemented("{}: tensor {} is not used by the {} architecture as configured "
+                             "(an unsupported feature, or a config that does not match the "
+                             "weights)", file_.path(), t->name, file_.config().architecture);
+    return Status::Ok();
   }
 
   /// A 2-D weight [rows, cols] viewed in place (file dtype, not copied).
@@ -51,6 +73,7 @@ class WeightLoader {
     return Status::Ok();
   }
   const ModelFile& file_;
+  std::unordered_set<const TensorView*> used_;
 };
 
 }  // namespace llmserve

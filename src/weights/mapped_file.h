@@ -9,6 +9,11 @@
 
 namespace llmserve {
 
+/// Reads a small text file (JSON configs) whole. Errors (naming the file): NotFound when it
+/// cannot be opened (incl. symlink loops), InvalidArgument when it is not a regular file
+/// (a directory, FIFO, device) or larger than `max_bytes`.
+Expected<std::string> read_text_file(const std::string& path, size_t max_bytes = size_t{64} << 20);
+
 class MappedFile {
  public:
   /// Maps `path` read-only. Errors: NotFound (cannot open), DataLoss (empty / cannot map).

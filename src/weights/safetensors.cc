@@ -60,8 +60,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
         return DataLoss("{}: tensor '{}' has an invalid shape {}", path, name,
                         entry["shape"].dump());
       t.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-      numel *= d.get<uint64_t>();
-      if (numel > (uint64_t{1} << 40))
+      if (__builtin_mul_overflow(numel, d.get<uint64_t>(), &numel) || numel > (uint64_t{1} << 40))
         return DataLoss("{}: tensor '{}' is absurdly large", path, name);
     }
     const auto& off = entry["data_offsets"];
@@ -102,9 +101,15 @@ Expected<SafetensorsModel> SafetensorsModel::open_dir(const std::string& dir) {
   SafetensorsModel m;
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single_path = fs::path(dir) / "model.safetensors";
-  if (fs::exists(index_path)) {
-    std::ifstream in(index_path);
-    nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::error_code ec;
+  // symlink_status: a dangling link or a loop still counts as "present" (and then fails to
+  // open with a clear error) instead of throwing.
+  auto present = [&](const fs::path& p) {
+    return fs::exists(fs::symlink_status(p, ec)) && !ec;
+  };
+  if (present(index_path)) {
+    LLMS_ASSIGN_OR_RETURN(std::string text, read_text_file(index_path.string()));
+    nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") ||
         !index["weight_map"].is_object())
       return DataLoss("{}: not a JSON object with a \"weight_map\"", index_path.string());
@@ -128,7 +133,7 @@ Expected<SafetensorsModel> SafetensorsModel::open_dir(const std::string& dir) {
         return DataLoss("{}: tensor '{}' is listed in {} but missing from {}", dir, name,
                         index_path.filename().string(), f.path());
     }
-  } else if (fs::exists(single_path)) {
+  } else if (present(single_path)) {
     LLMS_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(single_path.string()));
     m.shards_.push_back(std::make_unique<SafetensorsFile>(std::move(f)));
   } else {

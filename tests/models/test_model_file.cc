@@ -289,7 +289,14 @@ TEST(HfTensorErrors, NameTheTensor) {
       c["architectures"] = {"LlamaForCausalLM"};
       c.erase("attention_bias");
     });
-    expect_error(copy.path(), {"attention_bias", "attn_q.bias"});
+    expect_error(copy.path(), {"attention_bias", "model.layers.0.self_attn.q_proj.bias"});
+  }
+  {  // q/k norms in a checkpoint labelled llama: never silently ignored
+    HfCopy copy("qwen3-qknorm", [](json& c) {
+      c["model_type"] = "llama";
+      c["architectures"] = {"LlamaForCausalLM"};
+    });
+    expect_error(copy.path(), {"_norm.weight", "not used by the llama architecture"});
   }
 }
 
@@ -321,9 +328,28 @@ TEST(GgufErrors, MoeYarnAndUnknownArchitecture) {
   testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
                         {{"llama.attention.value_length", u32(32)}});
   expect_error(out, {"value_length"});
+  // A sliding window shorter than the context caps it (exact up to the window).
   testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
                         {{"llama.attention.sliding_window", u32(64)}});
-  expect_error(out, {"sliding_window"});
+  {
+    auto f = ModelFile::open(out);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    EXPECT_EQ((*f)->config().max_position_embeddings, 64);
+    EXPECT_EQ((*f)->config().sliding_window, 64);
+  }
+  // A layer count the tensors do not have fails before anything is sized from it.
+  testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
+                        {{"llama.block_count", u32(2147483647)}});
+  expect_error(out, {"missing tensor blk.2147483646.attn_norm.weight", "2147483647 layers"});
+  // The rope factor applies as linear scaling, as llama.cpp reads it (type absent = linear).
+  testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
+                        {{"llama.rope.scaling.factor", GgufValue{GgufType::kFloat32, 4.0}}});
+  {
+    auto f = ModelFile::open(out);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    EXPECT_EQ((*f)->config().rope_scaling.type, RopeScalingType::kLinear);
+    EXPECT_FLOAT_EQ((*f)->config().rope_scaling.factor, 4.0f);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
