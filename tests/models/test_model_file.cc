@@ -3,6 +3,7 @@
 // that made the models); inconsistent config.json / checkpoints give one-line errors naming
 // the file and the key or tensor; rope_scaling, generation_config.json and sliding windows.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -438,6 +439,36 @@ TEST(HfConfig, RopeScalingChangesOnlyTheFrequenciesItShould) {
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
   });
   EXPECT_GT(max_diff_vs_numpy(scaled.path(), "llama-gqa"), 1e-2);
+}
+
+TEST(HfFileErrors, SpecialFilesAreErrorsNotHangsOrCrashes) {
+  {  // model.safetensors is a symlink loop
+    HfCopy copy("llama-gqa", nullptr);
+    fs::remove(copy.dir.path / "model.safetensors");
+    fs::create_symlink(copy.dir.path / "model.safetensors", copy.dir.path / "model.safetensors");
+    expect_error(copy.path(), {"model.safetensors"});
+  }
+  {  // the index is a directory
+    HfCopy copy("llama-gqa", nullptr);
+    fs::create_directory(copy.dir.path / "model.safetensors.index.json");
+    expect_error(copy.path(), {"model.safetensors.index.json", "not a regular file"});
+  }
+  {  // config.json is a FIFO nobody writes to, or /dev/zero
+    HfCopy copy("llama-gqa", nullptr);
+    fs::remove(copy.dir.path / "config.json");
+    ASSERT_EQ(::mkfifo((copy.dir.path / "config.json").c_str(), 0600), 0);
+    expect_error(copy.path(), {"config.json", "not a regular file"});
+    fs::remove(copy.dir.path / "config.json");
+    fs::create_symlink("/dev/zero", copy.dir.path / "config.json");
+    expect_error(copy.path(), {"config.json", "not a regular file"});
+  }
+  {  // sampling defaults out of range fail at load, not in every request
+    HfCopy copy("llama-gqa", nullptr);
+    write_text(copy.dir.path / "generation_config.json", R"({"top_p": 0})");
+    expect_error(copy.path(), {"generation_config.json", "top_p"});
+    write_text(copy.dir.path / "generation_config.json", R"({"eos_token_id": 99999})");
+    expect_error(copy.path(), {"eos_token_id", "99999"});
+  }
 }
 
 TEST(HfConfig, GenerationConfigJson) {
