@@ -28,6 +28,7 @@ class ServeCommand {
   EngineFlagValues flags_;
   std::string host_ = "127.0.0.1";
   int port_ = 8000;
+  std::string chat_template_;
   int http_threads_ = 64;
 };
 

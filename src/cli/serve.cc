@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "engine/async_engine.h"
+#include "server/builtin_chat_template.h"
 #include "server/http_server.h"
 
 namespace llmserve::cli {
@@ -24,6 +25,9 @@ ServeCommand::ServeCommand(CLI::App& app) {
   cmd_->add_option("--port", port_, "TCP port (0 = any free port)")->capture_default_str();
   cmd_->add_option("--http-threads", http_threads_, "HTTP worker threads (concurrent clients)")
       ->capture_default_str();
+  cmd_->add_option("--chat-template", chat_template_,
+                   "Jinja chat template for /v1/chat/completions: a file, or the template text "
+                   "(default: the model's, else a built-in one)");
 }
 
 int ServeCommand::run() {
@@ -41,8 +45,12 @@ int ServeCommand::run() {
   sc.num_http_threads = http_threads_;
   if (Status st = sc.validate(); !st.ok()) return fail(st);  // before the (slow) model load
 
+  sc.chat_template = chat_template_;
   auto engine = LLMEngine::create(config_);
   if (!engine.ok()) return fail(engine.status());
+  // A template that does not parse is a start-up error, not a 400 on every chat request.
+  if (auto tpl = resolve_chat_template(chat_template_, **engine, nullptr); !tpl.ok())
+    return fail(tpl.status());
   AsyncEngine async_engine(std::move(*engine));
   HttpServer server(async_engine, sc);
   if (Status st = server.bind(); !st.ok()) return fail(st);
