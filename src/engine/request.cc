@@ -9,7 +9,8 @@ Request::Request(int64_t id, EngineRequest req, const Tokenizer& tokenizer, uint
       params(std::move(req.params)),
       rng(params.seed ? *params.seed
                       : default_seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(id))),
-      detokenizer(tokenizer, token_ids.empty() ? -1 : token_ids.back()) {
+      detokenizer(tokenizer, token_ids.empty() ? -1 : token_ids.back(),
+                  params.skip_special_tokens) {
   timing.arrival_time = req.arrival_time;
   priority = req.priority;
 }

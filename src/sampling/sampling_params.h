@@ -28,6 +28,9 @@ struct SamplingParams {
   /// Token ids that end generation (in addition to EOS unless ignore_eos). They are returned.
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  /// Leave special tokens (BOS/EOS, <|im_end|>, ...) out of the output text (vLLM's
+  /// skip_special_tokens, default true). Token ids are returned either way.
+  bool skip_special_tokens = true;
 
   /// Checks ranges; the message names the parameter and the value (for HTTP 400 bodies).
   /// vocab_size bounds stop_token_ids.

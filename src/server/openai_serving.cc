@@ -99,8 +99,10 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
               served_model_name_};
   gen.request.arrival_time = arrival_time;
   gen.request.prompt_token_ids =
-      parsed.prompt_text ? engine_.engine().tokenizer().encode(*parsed.prompt_text, true)
-                         : std::move(parsed.prompt_token_ids);
+      parsed.prompt_text
+          ? engine_.engine().tokenizer().encode(*parsed.prompt_text,
+                                                parsed.options.add_special_tokens)
+          : std::move(parsed.prompt_token_ids);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
   if (auto err = finish_params(parsed.options.max_tokens, kDefaultCompletionMaxTokens,

@@ -149,6 +149,8 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
       return err;
   }
   if (auto err = read_bool(body, "ignore_eos", &p.ignore_eos)) return err;
+  if (auto err = read_bool(body, "skip_special_tokens", &p.skip_special_tokens)) return err;
+  if (auto err = read_bool(body, "add_special_tokens", &out->add_special_tokens)) return err;
   if (const json* prio = find_field(body, "priority")) {
     std::optional<int64_t> v = as_int64(*prio);
     if (!v || *v < INT32_MIN || *v > INT32_MAX)

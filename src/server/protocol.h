@@ -28,6 +28,9 @@ struct GenerationOptions {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t priority = 0;        // --scheduling-policy priority: lower runs first
+  /// Completions: add the tokenizer's BOS/EOS around a text prompt (vLLM, default true);
+  /// special-token text in the prompt is never parsed as special tokens.
+  bool add_special_tokens = true;
 };
 
 /// POST /v1/completions. Exactly one of prompt_text / prompt_token_ids holds the prompt.

@@ -145,3 +145,28 @@ TEST(ServerTokenize, PromptAndDetokenizeRoundTrip) {
 
 }  // namespace
 }  // namespace llmserve::testing
+
+namespace llmserve::testing {
+namespace {
+
+TEST(ServerCompletions, AddSpecialTokensAndTypeChecks) {
+  TestServer ts(stories_engine(), with_template(""));
+  const auto tok = stories_tokenizer();
+  // add_special_tokens false: the prompt has no BOS, so its usage is one token shorter.
+  auto with = ts.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 1}});
+  auto without = ts.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 1},
+                                             {"add_special_tokens", false}});
+  ASSERT_TRUE(with && without);
+  ASSERT_EQ(with->status, 200) << with->body;
+  ASSERT_EQ(without->status, 200) << without->body;
+  const size_t n = tok->encode("Once upon a time", /*add_bos=*/true).size();
+  EXPECT_EQ(json::parse(with->body)["usage"]["prompt_tokens"], n);
+  EXPECT_EQ(json::parse(without->body)["usage"]["prompt_tokens"], n - 1);
+  expect_api_error(ts.post("/v1/completions", {{"prompt", "x"}, {"add_special_tokens", 1}}), 400,
+                   "add_special_tokens", {"add_special_tokens"});
+  expect_api_error(ts.post("/v1/completions", {{"prompt", "x"}, {"skip_special_tokens", "no"}}),
+                   400, "skip_special_tokens", {"skip_special_tokens"});
+}
+
+}  // namespace
+}  // namespace llmserve::testing
