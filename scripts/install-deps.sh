@@ -15,6 +15,7 @@ PACKAGES=(
   libbenchmark-dev      # Google Benchmark (bench/)
   libdnnl-dev           # oneDNN: comparator for bench_gemm (measured against our own GEMM kernels)
   curl                  # run.sh prints/uses a curl example; tests do not need it
+  clang libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md): clang 14 + its fuzzer/ASan runtimes
 )
 
 missing=()
