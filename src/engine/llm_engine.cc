@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <span>
 #include <unordered_map>
 #include <utility>
 
@@ -72,6 +73,7 @@ class EngineCore final : public LLMEngine {
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
   std::vector<RequestOutput> pending_outputs_;  // aborts reported by the next step()
   std::vector<std::pair<float, int32_t>> sample_scratch_;
+  LogitsProcessorScratch processor_scratch_;
   EngineStats counters_;
   StepRecord last_step_;
   std::vector<uint8_t> is_decode_scratch_;  // per scheduled sequence, for record_step
@@ -275,8 +277,20 @@ std::vector<RequestOutput> EngineCore::step() {
     if (req.num_output_tokens() == 0) counters_.prompt_tokens_total += s.num_scheduled_tokens;
     if (logits.logits_row_start[si] < 0) continue;  // partial prefill chunk
 
-    const int32_t token = sample_token(logits.row(logits.logits_row_start[si]),
-                                       logits.vocab_size, req.params, req.rng, sample_scratch_);
+    const float* row = logits.row(logits.logits_row_start[si]);
+    if (needs_logits_processing(req.params, req.num_output_tokens())) {
+      // Penalties and min_tokens masking work on a copy; the runner's logits stay raw.
+      std::vector<float>& buf = processor_scratch_.logits;
+      buf.assign(row, row + logits.vocab_size);
+      const std::span<const int32_t> all(req.token_ids);
+      apply_logits_processors(buf.data(), logits.vocab_size, req.params,
+                              all.first(req.num_prompt_tokens),
+                              all.subspan(req.num_prompt_tokens), tokenizer_->eos_id(),
+                              processor_scratch_);
+      row = buf.data();
+    }
+    const int32_t token =
+        sample_token(row, logits.vocab_size, req.params, req.rng, sample_scratch_);
     ++counters_.generation_tokens_total;
     if (req.timing.first_token_time == 0) req.timing.first_token_time = now;
     req.timing.last_token_time = now;

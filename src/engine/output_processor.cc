@@ -36,14 +36,17 @@ FinishReason append_token(Request& req, int32_t token, const Tokenizer& tokenize
                           int32_t max_model_len) {
   req.token_ids.push_back(token);
   const SamplingParams& p = req.params;
-  if (!p.ignore_eos && token == tokenizer.eos_id()) return FinishReason::kStop;
-  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
-      p.stop_token_ids.end())
+  // min_tokens (vLLM): EOS / stop_token_ids end a sequence once it has min_tokens outputs
+  // (the sampler masks them before that), stop strings only once it has more.
+  const bool token_may_stop = req.num_output_tokens() >= p.min_tokens;
+  if (token_may_stop && !p.ignore_eos && token == tokenizer.eos_id()) return FinishReason::kStop;
+  if (token_may_stop && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+                            p.stop_token_ids.end())
     return FinishReason::kStop;
 
   const size_t old_size = req.output_text.size();
   req.output_text += req.detokenizer.push(token);
-  if (!p.stop.empty()) {
+  if (!p.stop.empty() && req.num_output_tokens() > p.min_tokens) {
     const size_t pos = find_stop(req.output_text, p.stop, old_size);
     if (pos != std::string::npos) {
       req.output_text.resize(pos);

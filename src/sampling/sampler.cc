@@ -13,6 +13,46 @@ static int32_t argmax(const float* logits, int32_t n) {
   return best;
 }
 
+bool needs_logits_processing(const SamplingParams& p, int32_t num_output_tokens) {
+  return num_output_tokens < p.min_tokens || p.repetition_penalty != 1.0f ||
+         (num_output_tokens > 0 && (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f));
+}
+
+void apply_logits_processors(float* logits, int32_t vocab_size, const SamplingParams& p,
+                             std::span<const int32_t> prompt, std::span<const int32_t> output,
+                             int32_t eos_id, LogitsProcessorScratch& scratch) {
+  if (static_cast<int64_t>(output.size()) < p.min_tokens) {
+    if (!p.ignore_eos && eos_id >= 0 && eos_id < vocab_size) logits[eos_id] = -INFINITY;
+    for (int32_t id : p.stop_token_ids)
+      if (id >= 0 && id < vocab_size) logits[id] = -INFINITY;
+  }
+  auto in_vocab = [vocab_size](int32_t t) { return t >= 0 && t < vocab_size; };
+  if (p.repetition_penalty != 1.0f) {
+    scratch.seen.resize(vocab_size, 0);
+    const float r = p.repetition_penalty;
+    for (std::span<const int32_t> part : {prompt, output})
+      for (int32_t t : part) {
+        if (!in_vocab(t) || scratch.seen[t]) continue;
+        scratch.seen[t] = 1;
+        logits[t] = logits[t] > 0 ? logits[t] / r : logits[t] * r;
+      }
+    for (std::span<const int32_t> part : {prompt, output})
+      for (int32_t t : part)
+        if (in_vocab(t)) scratch.seen[t] = 0;
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    scratch.counts.resize(vocab_size, 0);
+    for (int32_t t : output)
+      if (in_vocab(t)) ++scratch.counts[t];
+    for (int32_t t : output) {
+      if (!in_vocab(t) || scratch.counts[t] == 0) continue;
+      logits[t] -= p.frequency_penalty * static_cast<float>(scratch.counts[t]) +
+                   p.presence_penalty;
+      scratch.counts[t] = 0;  // applied once per distinct token; leaves the buffer zeroed
+    }
+  }
+}
+
 int32_t sample_token(const float* logits, int32_t vocab_size, const SamplingParams& params,
                      std::mt19937_64& rng, std::vector<std::pair<float, int32_t>>& scratch) {
   if (params.temperature == 0.0f) return argmax(logits, vocab_size);
@@ -37,6 +77,16 @@ int32_t sample_token(const float* logits, int32_t vocab_size, const SamplingPara
     const float p = std::exp((cand[i].first - max_logit) / params.temperature);
     cand[i].first = p;
     total += p;
+  }
+  if (params.min_p > 0.0f) {
+    // The most likely token has p = 1 here (max-subtracted), so the threshold is min_p itself.
+    // It is always kept, so at least one candidate survives.
+    const auto end = std::stable_partition(cand.begin(), cand.begin() + n, [&](const auto& c) {
+      return c.first >= params.min_p;
+    });
+    n = static_cast<size_t>(end - cand.begin());
+    total = 0;
+    for (size_t i = 0; i < n; ++i) total += cand[i].first;
   }
   if (params.top_p < 1.0f) {
     // Nucleus: only the most likely prefix that reaches top_p matters. Order a growing prefix

@@ -1,17 +1,43 @@
-// Token sampling from one row of logits: greedy, temperature, top-k, top-p.
+// Token sampling from one row of logits: sequence-dependent logits processors (min_tokens,
+// repetition / frequency / presence penalties), then greedy or temperature, min-p, top-k, top-p.
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <span>
+#include <vector>
 
 #include "sampling/sampling_params.h"
 
 namespace llmserve {
 
-/// Picks the next token from logits[vocab_size] (float32, unnormalised).
+/// Reusable buffers for apply_logits_processors (all-zero between calls).
+struct LogitsProcessorScratch {
+  std::vector<float> logits;     // the processed copy of a logits row
+  std::vector<int32_t> counts;   // per token id: occurrences in the output
+  std::vector<uint8_t> seen;     // per token id: in prompt or output
+};
+
+/// True when apply_logits_processors would change anything for a sequence that has generated
+/// `num_output_tokens` tokens (callers skip the copy otherwise).
+bool needs_logits_processing(const SamplingParams& params, int32_t num_output_tokens);
+
+/// Applies, in vLLM's order, to logits[vocab_size] in place:
+/// 1. min_tokens: while output.size() < min_tokens, EOS (`eos_id`, unless ignore_eos or < 0)
+///    and every stop_token_id get -inf;
+/// 2. repetition_penalty r over every distinct token of prompt + output: l > 0 -> l / r,
+///    else l * r;
+/// 3. frequency / presence over the output: l -= frequency * count + presence * (count > 0).
+void apply_logits_processors(float* logits, int32_t vocab_size, const SamplingParams& params,
+                             std::span<const int32_t> prompt, std::span<const int32_t> output,
+                             int32_t eos_id, LogitsProcessorScratch& scratch);
+
+/// Picks the next token from logits[vocab_size] (float32, unnormalised; already processed).
 /// temperature == 0: argmax (lowest id on ties). Otherwise softmax(logits / T), restricted to
-/// the top_k most likely tokens (if top_k >= 1) and then to the smallest prefix (by
-/// descending probability) whose mass reaches top_p; one draw from `rng`.
+/// the tokens whose probability is >= min_p * the largest (vLLM V1 applies min_p right after
+/// temperature), to the top_k most likely tokens (if top_k >= 1) and then to the smallest
+/// prefix (by descending probability) of those whose renormalised mass reaches top_p; one
+/// draw from `rng`.
 /// Top-k/top-p select candidates with partial selection (std::nth_element / partial_sort on
 /// the candidate set only), never a full sort of the vocabulary when top_k is set.
 /// `scratch` is reused between calls to avoid allocation.

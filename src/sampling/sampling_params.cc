@@ -11,7 +11,19 @@ Status SamplingParams::validate(int32_t vocab_size) const {
     return InvalidArgument("top_p must be in (0, 1], got {}", top_p);
   if (top_k < -1)
     return InvalidArgument("top_k must be -1 or 0 (disabled) or >= 1, got {}", top_k);
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    return InvalidArgument("min_p must be in [0, 1], got {}", min_p);
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    return InvalidArgument("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    return InvalidArgument("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f))
+    return InvalidArgument("repetition_penalty must be a finite number > 0, got {}",
+                           repetition_penalty);
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1, got {}", max_tokens);
+  if (min_tokens < 0) return InvalidArgument("min_tokens must be >= 0, got {}", min_tokens);
+  if (min_tokens > max_tokens)
+    return InvalidArgument("min_tokens ({}) must be <= max_tokens ({})", min_tokens, max_tokens);
   for (int32_t id : stop_token_ids)
     if (id < 0 || id >= vocab_size)
       return InvalidArgument("stop_token_ids: token id {} is outside the vocabulary [0, {})", id,

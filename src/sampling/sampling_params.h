@@ -18,6 +18,20 @@ struct SamplingParams {
   /// Nucleus sampling: keep the smallest set of most likely tokens whose probability mass
   /// reaches top_p; 1 disables. Must be in (0, 1].
   float top_p = 1.0f;
+  /// vLLM's min_p: after temperature, drop tokens whose probability is below
+  /// min_p * (probability of the most likely token). 0 disables; must be in [0, 1].
+  float min_p = 0.0f;
+  /// OpenAI penalties over the tokens generated so far (not the prompt): the logit of token t
+  /// becomes l - frequency_penalty * count(t) - presence_penalty * (count(t) > 0).
+  /// Each in [-2, 2]; 0 disables.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  /// HF/vLLM repetition penalty over prompt + generated tokens: a seen token's logit l becomes
+  /// l / repetition_penalty if l > 0, else l * repetition_penalty. Must be > 0; 1 disables.
+  float repetition_penalty = 1.0f;
+  /// EOS (unless ignore_eos) and stop_token_ids are masked, and stop strings are not checked,
+  /// until this many tokens have been generated. 0 <= min_tokens <= max_tokens.
+  int32_t min_tokens = 0;
   /// Seed for this request's private RNG: the same seed and request give the same tokens
   /// whatever else is batched. Absent: seeded from the engine seed and the request id.
   std::optional<uint64_t> seed;

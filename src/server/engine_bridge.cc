@@ -38,6 +38,15 @@ std::optional<RequestOutput> InflightRequest::next(const std::function<bool()>& 
   }
 }
 
+std::optional<RequestOutput> InflightRequest::poll(double timeout_s) {
+  if (finished_) return std::nullopt;
+  std::optional<RequestOutput> out = stream_->wait_next(timeout_s);
+  if (!out) return std::nullopt;
+  metrics_.observe_output(&metrics_state_, *out);
+  if (out->finished) finished_ = true;
+  return out;
+}
+
 void InflightRequest::abort() {
   if (finished_) return;
   finished_ = true;

@@ -33,6 +33,11 @@ class InflightRequest {
   /// output (or an abort) it returns nullopt at once.
   std::optional<RequestOutput> next(const std::function<bool()>& should_cancel);
 
+  /// Waits up to timeout_s for the next output, without asking whether to cancel (callers
+  /// that watch several requests ask themselves). nullopt when none came in time or the
+  /// request already finished; metrics as for next().
+  std::optional<RequestOutput> poll(double timeout_s);
+
   /// Aborts the engine request unless it already finished. Idempotent.
   void abort();
 

@@ -18,8 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
-
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
@@ -34,6 +32,7 @@ struct OpenAIServing::Generation {
   ResponseMeta meta;
   EngineRequest request;
   int32_t num_prompt_tokens = 0;
+  int32_t n = 1;  // independent samples (choices)
   bool stream = false;
   bool include_usage = false;
 };
@@ -75,6 +74,18 @@ std::optional<ApiError> OpenAIServing::check_model(const std::optional<std::stri
                    "model");
 }
 
+int32_t OpenAIServing::context_room(size_t prompt_len) const {
+  // Like vLLM: without max_tokens a reply may use the rest of the context window, here also
+  // capped by what the whole KV pool can hold. At least 1 (a too-long prompt is then
+  // rejected by the engine's length check).
+  const LLMEngine& e = engine_.engine();
+  const int64_t pool_tokens =
+      int64_t{e.config().cache.num_kv_blocks} * e.config().cache.block_size;
+  const int64_t limit =
+      pool_tokens > 0 ? std::min<int64_t>(e.max_model_len(), pool_tokens) : e.max_model_len();
+  return static_cast<int32_t>(std::max<int64_t>(limit - static_cast<int64_t>(prompt_len), 1));
+}
+
 std::optional<ApiError> OpenAIServing::finish_params(std::optional<int32_t> max_tokens,
                                                      int32_t default_max_tokens,
                                                      SamplingParams* params) const {
@@ -105,9 +116,11 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
           : std::move(parsed.prompt_token_ids);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
-  if (auto err = finish_params(parsed.options.max_tokens, kDefaultCompletionMaxTokens,
+  if (auto err = finish_params(parsed.options.max_tokens,
+                               context_room(gen.request.prompt_token_ids.size()),
                                &gen.request.params))
     return set_error_response(*err, res);
+  gen.n = parsed.options.n;
   gen.stream = parsed.options.stream;
   gen.include_usage = parsed.options.include_usage;
   generate(std::move(gen), res, should_cancel);
@@ -132,17 +145,11 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
     return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
-  // Like vLLM: without max_tokens a chat reply may use the rest of the context window, here
-  // also capped by what the whole KV pool can hold.
-  const LLMEngine& e = engine_.engine();
-  const int64_t pool_tokens =
-      int64_t{e.config().cache.num_kv_blocks} * e.config().cache.block_size;
-  const int64_t prompt_len = static_cast<int64_t>(gen.request.prompt_token_ids.size());
-  const int64_t limit =
-      pool_tokens > 0 ? std::min<int64_t>(e.max_model_len(), pool_tokens) : e.max_model_len();
-  const int32_t room = static_cast<int32_t>(limit - prompt_len);
-  if (auto err = finish_params(parsed.options.max_tokens, std::max(room, 1), &gen.request.params))
+  if (auto err = finish_params(parsed.options.max_tokens,
+                               context_room(gen.request.prompt_token_ids.size()),
+                               &gen.request.params))
     return set_error_response(*err, res);
+  gen.n = parsed.options.n;
   gen.stream = parsed.options.stream;
   gen.include_usage = parsed.options.include_usage;
   generate(std::move(gen), res, should_cancel);
@@ -151,12 +158,23 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
 void OpenAIServing::generate(Generation gen, httplib::Response* res,
                              const CancelCheck& should_cancel) {
   gen.num_prompt_tokens = static_cast<int32_t>(gen.request.prompt_token_ids.size());
-  Expected<std::shared_ptr<RequestStream>> stream = engine_.submit(std::move(gen.request));
-  if (!stream.ok()) return set_error_response(api_error_from_status(stream.status()), res);
+  // n samples are n engine requests of the same prompt (each checked like a single request).
+  // With a seed, sample i uses seed + i (vLLM's choice): distinct but reproducible; without
+  // one each gets the engine's per-request default seed.
+  std::vector<std::unique_ptr<InflightRequest>> inflight;
+  for (int32_t i = 0; i < gen.n; ++i) {
+    EngineRequest request = gen.request;
+    if (request.params.seed) request.params.seed = *request.params.seed + uint64_t(i);
+    Expected<std::shared_ptr<RequestStream>> stream = engine_.submit(std::move(request));
+    // A rejected sample: the ones already submitted are aborted by ~InflightRequest.
+    if (!stream.ok()) return set_error_response(api_error_from_status(stream.status()), res);
+    inflight.push_back(
+        std::make_unique<InflightRequest>(engine_, metrics_, std::move(*stream)));
+  }
   if (gen.stream)
-    respond_stream(std::move(gen), std::move(*stream), res, should_cancel);
+    respond_stream(std::move(gen), std::move(inflight), res, should_cancel);
   else
-    respond_whole(std::move(gen), std::move(*stream), res, should_cancel);
+    respond_whole(std::move(gen), std::move(inflight), res, should_cancel);
 }
 
 namespace {
@@ -169,35 +187,44 @@ ApiError cancelled_error() {
 
 }  // namespace
 
-void OpenAIServing::respond_whole(Generation gen, std::shared_ptr<RequestStream> stream,
-                                  httplib::Response* res, const CancelCheck& should_cancel) {
-  InflightRequest inflight(engine_, metrics_, std::move(stream));
-  std::string text;
+void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib::Response* res,
+                                  const CancelCheck& should_cancel) {
+  // The samples run concurrently in the engine; reading them one after the other only orders
+  // the waiting here. A cancel returns early and ~InflightRequest aborts every sample.
+  std::vector<ChoiceResult> choices(inflight.size());
   Usage usage{gen.num_prompt_tokens, 0};
-  FinishReason finish_reason = FinishReason::kNone;
-  while (finish_reason == FinishReason::kNone) {
-    std::optional<RequestOutput> out = inflight.next(should_cancel);
-    if (!out) return set_error_response(cancelled_error(), res);
-    text += out->new_text;
-    usage.completion_tokens = std::max(usage.completion_tokens, out->num_output_tokens);
-    if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
-    if (out->finished) finish_reason = out->finish_reason;
-    if (out->finished && finish_reason == FinishReason::kNone) finish_reason = FinishReason::kAbort;
+  for (size_t i = 0; i < inflight.size(); ++i) {
+    int32_t tokens = 0;
+    FinishReason& finish_reason = choices[i].finish_reason;
+    while (finish_reason == FinishReason::kNone) {
+      std::optional<RequestOutput> out = inflight[i]->next(should_cancel);
+      if (!out) return set_error_response(cancelled_error(), res);
+      choices[i].text += out->new_text;
+      tokens = std::max(tokens, out->num_output_tokens);
+      if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
+      if (out->finished) finish_reason = out->finish_reason;
+      if (out->finished && finish_reason == FinishReason::kNone)
+        finish_reason = FinishReason::kAbort;
+    }
+    usage.completion_tokens += tokens;
   }
-  res->set_content(dump(full_response(gen.meta, text, finish_reason, usage)), "application/json");
+  res->set_content(dump(full_response(gen.meta, choices, usage)), "application/json");
 }
 
 namespace {
 
 /// State of one SSE response, shared with httplib's content provider.
 struct StreamState {
-  StreamState(AsyncEngine& engine, ServerMetrics& metrics, std::shared_ptr<RequestStream> stream)
-      : inflight(engine, metrics, std::move(stream)) {}
+  explicit StreamState(std::vector<std::unique_ptr<InflightRequest>> samples)
+      : inflight(std::move(samples)) {}
 
-  /// Writes every event of the stream; false when the client is gone (request aborted).
+  /// Writes every event of the stream; false when the client is gone (requests aborted).
   bool pump(httplib::DataSink& sink);
+  void abort_all() {
+    for (auto& r : inflight) r->abort();
+  }
 
-  InflightRequest inflight;
+  std::vector<std::unique_ptr<InflightRequest>> inflight;  // one per choice index
   ResponseMeta meta;
   bool include_usage = false;
   Usage usage;
@@ -209,26 +236,52 @@ bool StreamState::pump(httplib::DataSink& sink) {
   const auto cancel = [&] {
     return (should_cancel && should_cancel()) || (sink.is_writable && !sink.is_writable());
   };
-  if (std::optional<nlohmann::json> open = opening_chunk(meta, include_usage)) {
-    if (!write(sse_event(*open))) return false;  // ~InflightRequest aborts
-  }
-  for (;;) {
-    std::optional<RequestOutput> out = inflight.next(cancel);
-    if (!out) return false;
-    usage.completion_tokens = std::max(usage.completion_tokens, out->num_output_tokens);
-    if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
-    if (out->finished || !out->new_text.empty()) {
-      FinishReason reason = FinishReason::kNone;
-      if (out->finished)
-        reason = out->finish_reason == FinishReason::kNone ? FinishReason::kAbort
-                                                           : out->finish_reason;
-      if (!write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage)))) {
-        inflight.abort();
+  const int32_t n = static_cast<int32_t>(inflight.size());
+  for (int32_t i = 0; i < n; ++i)
+    if (std::optional<nlohmann::json> open = opening_chunk(meta, include_usage, i)) {
+      if (!write(sse_event(*open))) return false;  // ~InflightRequest aborts
+    }
+  // Outputs of the n samples are interleaved as they come: each sample is polled for a slice
+  // of kStreamPollSeconds, and whether to give up is asked at least every kStreamPollSeconds.
+  std::vector<int32_t> tokens(n, 0);
+  std::vector<uint8_t> done(n, 0);
+  int32_t remaining = n;
+  double last_cancel_check = now_seconds();
+  while (remaining > 0) {
+    bool got_any = false;
+    for (int32_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      std::optional<RequestOutput> out = inflight[i]->poll(kStreamPollSeconds / remaining);
+      if (!out) continue;
+      got_any = true;
+      tokens[i] = std::max(tokens[i], out->num_output_tokens);
+      if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
+      if (out->finished || !out->new_text.empty()) {
+        FinishReason reason = FinishReason::kNone;
+        if (out->finished)
+          reason = out->finish_reason == FinishReason::kNone ? FinishReason::kAbort
+                                                             : out->finish_reason;
+        if (!write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage, i)))) {
+          abort_all();
+          return false;
+        }
+      }
+      if (out->finished) {
+        done[i] = 1;
+        --remaining;
+      }
+    }
+    const double now = now_seconds();
+    if (remaining > 0 && (!got_any || now - last_cancel_check >= kStreamPollSeconds)) {
+      last_cancel_check = now;
+      if (cancel()) {
+        abort_all();
         return false;
       }
     }
-    if (out->finished) break;
   }
+  usage.completion_tokens = 0;
+  for (int32_t t : tokens) usage.completion_tokens += t;
   if (include_usage && !write(sse_event(usage_chunk(meta, usage)))) return false;
   if (!write(kSseDone)) return false;
   sink.done();
@@ -237,9 +290,9 @@ bool StreamState::pump(httplib::DataSink& sink) {
 
 }  // namespace
 
-void OpenAIServing::respond_stream(Generation gen, std::shared_ptr<RequestStream> stream,
-                                   httplib::Response* res, const CancelCheck& should_cancel) {
-  auto state = std::make_shared<StreamState>(engine_, metrics_, std::move(stream));
+void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httplib::Response* res,
+                                   const CancelCheck& should_cancel) {
+  auto state = std::make_shared<StreamState>(std::move(inflight));
   state->meta = std::move(gen.meta);
   state->include_usage = gen.include_usage;
   state->usage.prompt_tokens = gen.num_prompt_tokens;

@@ -13,6 +13,7 @@
 
 #include "engine/async_engine.h"
 #include "server/api_error.h"
+#include "server/engine_bridge.h"
 #include "chat_template/chat_template.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
@@ -63,13 +64,18 @@ class OpenAIServing {
   std::optional<ApiError> chat_prompt_ids(const std::string& raw_body,
                                           const std::vector<ChatMessage>& messages,
                                           bool add_special, std::vector<int32_t>* ids) const;
+  /// Default max_tokens when a request sends none (both endpoints): the rest of the context
+  /// window after a prompt of prompt_len tokens, capped by the KV pool, at least 1.
+  int32_t context_room(size_t prompt_len) const;
   std::optional<ApiError> finish_params(std::optional<int32_t> max_tokens,
                                         int32_t default_max_tokens, SamplingParams* params) const;
   void generate(Generation gen, httplib::Response* res, const CancelCheck& should_cancel);
-  void respond_whole(Generation gen, std::shared_ptr<RequestStream> stream,
-                     httplib::Response* res, const CancelCheck& should_cancel);
-  void respond_stream(Generation gen, std::shared_ptr<RequestStream> stream,
-                      httplib::Response* res, const CancelCheck& should_cancel);
+  /// One InflightRequest per sample ("n"), in choice-index order.
+  using InflightList = std::vector<std::unique_ptr<InflightRequest>>;
+  void respond_whole(Generation gen, InflightList inflight, httplib::Response* res,
+                     const CancelCheck& should_cancel);
+  void respond_stream(Generation gen, InflightList inflight, httplib::Response* res,
+                      const CancelCheck& should_cancel);
 
   AsyncEngine& engine_;
   ServerMetrics& metrics_;

@@ -109,10 +109,6 @@ std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* ou
 
 /// Rejects options we do not implement rather than silently ignoring them.
 std::optional<ApiError> reject_unsupported(const json& body, bool chat) {
-  std::optional<int32_t> n;
-  if (auto err = read_int32(body, "n", &n)) return err;
-  if (n && *n != 1)
-    return bad_request(fmt::format("'n' = {} is not supported; only n = 1 is", *n), "n");
   const json* logprobs = find_field(body, "logprobs");
   if (logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>()))
     return bad_request(fmt::format("'logprobs' is not supported yet (got {})", describe(*logprobs)),
@@ -133,6 +129,20 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   SamplingParams& p = out->params;
   if (auto err = read_float(body, "temperature", &p.temperature)) return err;
   if (auto err = read_float(body, "top_p", &p.top_p)) return err;
+  if (auto err = read_float(body, "min_p", &p.min_p)) return err;
+  if (auto err = read_float(body, "presence_penalty", &p.presence_penalty)) return err;
+  if (auto err = read_float(body, "frequency_penalty", &p.frequency_penalty)) return err;
+  if (auto err = read_float(body, "repetition_penalty", &p.repetition_penalty)) return err;
+  std::optional<int32_t> min_tokens;
+  if (auto err = read_int32(body, "min_tokens", &min_tokens)) return err;
+  if (min_tokens) p.min_tokens = *min_tokens;
+  std::optional<int32_t> n;
+  if (auto err = read_int32(body, "n", &n)) return err;
+  if (n) {
+    if (*n < 1 || *n > kMaxN)
+      return bad_request(fmt::format("'n' must be between 1 and {}, got {}", kMaxN, *n), "n");
+    out->n = *n;
+  }
   std::optional<int32_t> top_k;
   if (auto err = read_int32(body, "top_k", &top_k)) return err;
   if (top_k) p.top_k = *top_k;

@@ -17,6 +17,9 @@
 
 namespace llmserve {
 
+/// Largest accepted "n" (choices per request); more is a 400 naming "n".
+inline constexpr int32_t kMaxN = 16;
+
 /// Fields shared by /v1/completions and /v1/chat/completions.
 struct GenerationOptions {
   std::optional<std::string> model;   // "model"; when given it must name the served model
@@ -25,6 +28,8 @@ struct GenerationOptions {
   SamplingParams params;
   /// "max_tokens" (chat: "max_completion_tokens" wins over it). Absent: endpoint default.
   std::optional<int32_t> max_tokens;
+  /// "n": independent samples (choices) of the same prompt, 1..kMaxN.
+  int32_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t priority = 0;        // --scheduling-policy priority: lower runs first
@@ -59,7 +64,7 @@ std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::json*
 
 /// Reads a /v1/completions body. Returns a 400 error naming the field (param) and the
 /// offending value for missing or wrong-typed fields, batched prompts and unsupported
-/// options (n != 1, echo, logprobs).
+/// options (echo, logprobs) and n outside 1..kMaxN.
 std::optional<ApiError> parse_completion_request(const nlohmann::json& body,
                                                  CompletionRequest* out);
 

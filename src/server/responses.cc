@@ -52,25 +52,34 @@ const char* chunk_object(ApiKind kind) {
 
 }  // namespace
 
-json full_response(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
+json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& results,
                    const Usage& usage) {
-  json choice = {{"index", 0}};
-  if (meta.kind == ApiKind::kChat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
-    choice["text"] = text;
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = finish_reason_json(finish_reason);
+  json choices = json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    json choice = {{"index", i}};
+    if (meta.kind == ApiKind::kChat)
+      choice["message"] = {{"role", "assistant"}, {"content", results[i].text}};
+    else
+      choice["text"] = results[i].text;
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = finish_reason_json(results[i].finish_reason);
+    choices.push_back(std::move(choice));
+  }
   json body = envelope(
       meta, meta.kind == ApiKind::kChat ? "chat.completion" : "text_completion",
-      json::array({std::move(choice)}));
+      std::move(choices));
   body["usage"] = usage_json(usage);
   return body;
 }
 
-std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage) {
+json full_response(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
+                   const Usage& usage) {
+  return full_response(meta, std::vector<ChoiceResult>{{text, finish_reason}}, usage);
+}
+
+std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage, int32_t index) {
   if (meta.kind != ApiKind::kChat) return std::nullopt;
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
@@ -80,8 +89,8 @@ std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage) 
 }
 
 json delta_chunk(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
-                 bool include_usage) {
-  json choice = {{"index", 0}};
+                 bool include_usage, int32_t index) {
+  json choice = {{"index", index}};
   if (meta.kind == ApiKind::kChat) {
     json delta = json::object();
     if (!text.empty()) delta["content"] = text;

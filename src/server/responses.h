@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,18 +40,30 @@ nlohmann::json finish_reason_json(FinishReason reason);
 /// {"prompt_tokens", "completion_tokens", "total_tokens"}.
 nlohmann::json usage_json(const Usage& usage);
 
-/// The non-streaming body: one choice holding the whole text, plus usage.
+/// One finished choice of a non-streaming response.
+struct ChoiceResult {
+  std::string text;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+/// The non-streaming body: one choice per sample (index = position), plus usage.
+nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                             const Usage& usage);
+/// The same with one choice holding the whole text.
 nlohmann::json full_response(const ResponseMeta& meta, const std::string& text,
                              FinishReason finish_reason, const Usage& usage);
 
-/// The chunk that opens a stream: chat sends delta {"role": "assistant", "content": ""};
-/// completions have none (nullopt). include_usage adds "usage": null, as OpenAI does.
-std::optional<nlohmann::json> opening_chunk(const ResponseMeta& meta, bool include_usage);
+/// The chunk that opens a stream for choice `index`: chat sends delta {"role": "assistant",
+/// "content": ""}; completions have none (nullopt). include_usage adds "usage": null, as
+/// OpenAI does.
+std::optional<nlohmann::json> opening_chunk(const ResponseMeta& meta, bool include_usage,
+                                            int32_t index = 0);
 
-/// One streamed piece of text. finish_reason is null unless `finish_reason` != kNone (the last
-/// chunk). Chat puts the text in delta.content (omitted when empty).
+/// One streamed piece of text of choice `index`. finish_reason is null unless
+/// `finish_reason` != kNone (the choice's last chunk). Chat puts the text in delta.content
+/// (omitted when empty).
 nlohmann::json delta_chunk(const ResponseMeta& meta, const std::string& text,
-                           FinishReason finish_reason, bool include_usage);
+                           FinishReason finish_reason, bool include_usage, int32_t index = 0);
 
 /// The usage-only chunk sent last when stream_options.include_usage: "choices": [] + usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);

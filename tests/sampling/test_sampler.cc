@@ -112,5 +112,169 @@ TEST(SamplingParams, ValidateNamesTheParameter) {
   EXPECT_TRUE(SamplingParams{}.validate(10).ok());
 }
 
+
+// ---- logits processors (hand-computed expectations) ----
+
+TEST(LogitsProcessors, RepetitionPenaltyDividesPositiveMultipliesNegativeOncePerToken) {
+  // vocab 5; prompt {1, 3}, output {3, 3, 4}: seen = {1, 3, 4} (each penalised once).
+  std::vector<float> l = {1.0f, 2.0f, -1.0f, 3.0f, -0.5f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  LogitsProcessorScratch s;
+  const std::vector<int32_t> prompt = {1, 3}, output = {3, 3, 4};
+  ASSERT_TRUE(needs_logits_processing(p, 3));
+  apply_logits_processors(l.data(), 5, p, prompt, output, /*eos_id=*/-1, s);
+  EXPECT_FLOAT_EQ(l[0], 1.0f);   // unseen
+  EXPECT_FLOAT_EQ(l[1], 1.0f);   // 2 / 2 (prompt token)
+  EXPECT_FLOAT_EQ(l[2], -1.0f);  // unseen
+  EXPECT_FLOAT_EQ(l[3], 1.5f);   // 3 / 2, once although it occurs three times
+  EXPECT_FLOAT_EQ(l[4], -1.0f);  // -0.5 * 2
+  // A penalty < 1 encourages repeats: positive logits grow, negative ones shrink.
+  std::vector<float> m = {1.0f, 2.0f, -1.0f, 3.0f, -0.5f};
+  p.repetition_penalty = 0.5f;
+  apply_logits_processors(m.data(), 5, p, prompt, output, -1, s);
+  EXPECT_FLOAT_EQ(m[1], 4.0f);
+  EXPECT_FLOAT_EQ(m[4], -0.25f);
+  // The scratch buffers are left zeroed for the next call.
+  for (uint8_t v : s.seen) EXPECT_EQ(v, 0);
+}
+
+TEST(LogitsProcessors, FrequencyAndPresencePenaltiesCountOnlyTheOutput) {
+  // prompt {0, 0, 1}, output {2, 2, 2, 1}: counts over the output: 1 -> 1, 2 -> 3.
+  std::vector<float> l = {0.5f, 0.5f, 0.5f, 0.5f};
+  SamplingParams p;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  LogitsProcessorScratch s;
+  const std::vector<int32_t> prompt = {0, 0, 1}, output = {2, 2, 2, 1};
+  apply_logits_processors(l.data(), 4, p, prompt, output, -1, s);
+  EXPECT_FLOAT_EQ(l[0], 0.5f);                       // prompt only: untouched
+  EXPECT_FLOAT_EQ(l[1], 0.5f - 0.5f * 1 - 0.25f);    // -0.25
+  EXPECT_FLOAT_EQ(l[2], 0.5f - 0.5f * 3 - 0.25f);    // -1.25
+  EXPECT_FLOAT_EQ(l[3], 0.5f);
+  for (int32_t c : s.counts) EXPECT_EQ(c, 0);
+  // Negative penalties reward repeats: 0.5 + 2 * 3 + 2 = 8.5.
+  std::vector<float> m = {0.5f, 0.5f, 0.5f, 0.5f};
+  p.frequency_penalty = -2.0f;
+  p.presence_penalty = -2.0f;
+  apply_logits_processors(m.data(), 4, p, prompt, output, -1, s);
+  EXPECT_FLOAT_EQ(m[2], 8.5f);
+  // No output yet: nothing to penalise.
+  EXPECT_FALSE(needs_logits_processing(p, 0));
+}
+
+TEST(LogitsProcessors, RepetitionThenFrequencyThenPresence) {
+  // vLLM's order: token 1 (logit 3, output count 2): 3 / 1.5 = 2, then 2 - 0.5 * 2 - 1 = 0.
+  std::vector<float> l = {0.0f, 3.0f};
+  SamplingParams p;
+  p.repetition_penalty = 1.5f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 1.0f;
+  LogitsProcessorScratch s;
+  const std::vector<int32_t> prompt = {0}, output = {1, 1};
+  apply_logits_processors(l.data(), 2, p, prompt, output, -1, s);
+  EXPECT_FLOAT_EQ(l[0], 0.0f);  // 0 * 1.5
+  EXPECT_FLOAT_EQ(l[1], 0.0f);
+}
+
+TEST(LogitsProcessors, MinTokensMasksEosAndStopTokensUntilReached) {
+  SamplingParams p;
+  p.min_tokens = 2;
+  p.stop_token_ids = {3};
+  LogitsProcessorScratch s;
+  const std::vector<int32_t> prompt = {0};
+  std::vector<int32_t> output = {1};
+  std::vector<float> l = {0.0f, 1.0f, 5.0f, 4.0f};
+  ASSERT_TRUE(needs_logits_processing(p, 1));
+  apply_logits_processors(l.data(), 4, p, prompt, output, /*eos_id=*/2, s);
+  EXPECT_EQ(l[2], -INFINITY);
+  EXPECT_EQ(l[3], -INFINITY);
+  EXPECT_FLOAT_EQ(l[1], 1.0f);
+  SamplingParams greedy = p;
+  greedy.temperature = 0;
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(sample_token(l.data(), 4, greedy, rng, scratch), 1);
+  // ignore_eos: EOS is not a stop token, so it is not masked (stop_token_ids still are).
+  p.ignore_eos = true;
+  l = {0.0f, 1.0f, 5.0f, 4.0f};
+  apply_logits_processors(l.data(), 4, p, prompt, output, 2, s);
+  EXPECT_FLOAT_EQ(l[2], 5.0f);
+  EXPECT_EQ(l[3], -INFINITY);
+  // Once min_tokens outputs exist nothing is masked.
+  output = {1, 1};
+  EXPECT_FALSE(needs_logits_processing(p, 2));
+}
+
+TEST(Sampler, MinPKeepsTokensAboveAFractionOfTheTopProbability) {
+  // p = {0.5, 0.3, 0.15, 0.05}; min_p = 0.4 -> threshold 0.2: keeps {0, 1}, renormalised to
+  // 5/8 and 3/8. min_p = 0.25 -> threshold 0.125 keeps {0, 1, 2}: 0.5/0.95, 0.3/0.95, ...
+  const float logits[4] = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  SamplingParams p;
+  p.min_p = 0.4f;
+  std::mt19937_64 rng(11);
+  std::map<int32_t, int> counts;
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) ++counts[sample_token(logits, 4, p, rng, scratch)];
+  EXPECT_EQ(counts[2] + counts[3], 0);
+  EXPECT_NEAR(counts[0] / double(n), 0.625, 0.02);
+  p.min_p = 0.25f;
+  counts.clear();
+  for (int i = 0; i < n; ++i) ++counts[sample_token(logits, 4, p, rng, scratch)];
+  EXPECT_EQ(counts[3], 0);
+  EXPECT_NEAR(counts[2] / double(n), 0.15 / 0.95, 0.01);
+  EXPECT_NEAR(counts[0] / double(n), 0.5 / 0.95, 0.02);
+  // Temperature applies first: T = 2 flattens to p ~ sqrt(p): relative {1, .775, .548, .316},
+  // so min_p = 0.5 now keeps {0, 1, 2}.
+  p.min_p = 0.5f;
+  p.temperature = 2.0f;
+  counts.clear();
+  for (int i = 0; i < n; ++i) ++counts[sample_token(logits, 4, p, rng, scratch)];
+  EXPECT_EQ(counts[3], 0);
+  EXPECT_GT(counts[2], 0);
+  // min_p = 1 keeps only the most likely token.
+  p.min_p = 1.0f;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(sample_token(logits, 4, p, rng, scratch), 0);
+}
+
+TEST(SamplingParams, ValidatePenaltiesMinPAndMinTokens) {
+  auto msg = [](SamplingParams p) { return p.validate(10).message(); };
+  SamplingParams p;
+  p.min_p = 1.5f;
+  EXPECT_EQ(msg(p).rfind("min_p", 0), 0u);
+  p = {};
+  p.min_p = -0.1f;
+  EXPECT_FALSE(p.validate(10).ok());
+  p = {};
+  p.presence_penalty = 2.5f;
+  EXPECT_EQ(msg(p).rfind("presence_penalty", 0), 0u);
+  p = {};
+  p.frequency_penalty = -2.01f;
+  EXPECT_EQ(msg(p).rfind("frequency_penalty", 0), 0u);
+  p = {};
+  p.frequency_penalty = NAN;
+  EXPECT_FALSE(p.validate(10).ok());
+  p = {};
+  p.repetition_penalty = 0.0f;
+  EXPECT_EQ(msg(p).rfind("repetition_penalty", 0), 0u);
+  p = {};
+  p.repetition_penalty = INFINITY;
+  EXPECT_FALSE(p.validate(10).ok());
+  p = {};
+  p.min_tokens = -1;
+  EXPECT_EQ(msg(p).rfind("min_tokens", 0), 0u);
+  p = {};
+  p.max_tokens = 5;
+  p.min_tokens = 6;
+  EXPECT_EQ(msg(p).rfind("min_tokens", 0), 0u);
+  p = {};
+  p.min_p = 1.0f;
+  p.presence_penalty = -2.0f;
+  p.frequency_penalty = 2.0f;
+  p.repetition_penalty = 0.01f;
+  p.max_tokens = 5;
+  p.min_tokens = 5;
+  EXPECT_TRUE(p.validate(10).ok());
+}
+
 }  // namespace
 }  // namespace llmserve

@@ -69,13 +69,18 @@ TEST(HttpApi, CompletionStringPrompt) {
   EXPECT_LE(got.arrival_time, now_seconds());
 }
 
-TEST(HttpApi, CompletionDefaultMaxTokensIs16) {
+TEST(HttpApi, CompletionDefaultMaxTokensFillsTheContext) {
+  // Like vLLM (not OpenAI's 16): without max_tokens a completion may use the rest of the
+  // context window (max_model_len 256 here).
   TestServer ts;
   auto r = ts.post("/v1/completions", {{"prompt", "abc"}});
   ASSERT_EQ(r->status, 200) << r->body;
   json body = json::parse(r->body);
-  EXPECT_EQ(body["usage"]["completion_tokens"], 16);
-  EXPECT_EQ(body["choices"][0]["text"], expected_fake_text(fake_encode("abc", true), 16));
+  const std::vector<int32_t> ids = fake_encode("abc", true);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 256 - ids.size());
+  EXPECT_EQ(ts.fake().last_request().params.max_tokens, 256 - static_cast<int>(ids.size()));
+  EXPECT_EQ(body["choices"][0]["text"], expected_fake_text(ids, 256 - ids.size()));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
 }
 
 TEST(HttpApi, CompletionTokenPromptShapes) {
@@ -99,9 +104,16 @@ TEST(HttpApi, SamplingParamsReachTheEngine) {
                    json::parse(R"({"prompt": "p", "max_tokens": 3, "temperature": 0.5,
                                    "top_p": 0.9, "top_k": 40, "seed": 1234,
                                    "stop": ["xy", "zz"], "stop_token_ids": [7],
-                                   "ignore_eos": true, "user": "someone"})"));
+                                   "ignore_eos": true, "user": "someone", "min_p": 0.1,
+                                   "presence_penalty": 0.5, "frequency_penalty": -1.5,
+                                   "repetition_penalty": 1.3, "min_tokens": 2})"));
   ASSERT_EQ(r->status, 200) << r->body;
   const SamplingParams p = ts.fake().last_request().params;
+  EXPECT_FLOAT_EQ(p.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, -1.5f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.3f);
+  EXPECT_EQ(p.min_tokens, 2);
   EXPECT_EQ(p.max_tokens, 3);
   EXPECT_FLOAT_EQ(p.temperature, 0.5f);
   EXPECT_FLOAT_EQ(p.top_p, 0.9f);
@@ -175,6 +187,46 @@ TEST(HttpApi, ChatCompletion) {
             fake_encode("system: Be brief.\nuser: Hi\nthere\n", true));
 }
 
+TEST(HttpApi, NChoicesWithIndexesSummedUsageAndPerSampleSeeds) {
+  TestServer ts;
+  const int before = ts.fake().num_added();
+  auto r = ts.post("/v1/completions",
+                   {{"prompt", "Hello"}, {"max_tokens", 5}, {"n", 3}, {"seed", 100}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json body = json::parse(r->body);
+  const std::vector<int32_t> ids = fake_encode("Hello", true);
+  ASSERT_EQ(body["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(body["choices"][i]["index"], i);
+    // The fake engine is deterministic per prompt, so every sample has the same text here;
+    // distinct samples on a real model are checked in real_engine_test.cc.
+    EXPECT_EQ(body["choices"][i]["text"], expected_fake_text(ids, 5));
+    EXPECT_EQ(body["choices"][i]["finish_reason"], "length");
+  }
+  // The prompt is counted once, the completions of all samples summed (as vLLM does).
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", ids.size()}, {"completion_tokens", 15},
+                                 {"total_tokens", ids.size() + 15}}));
+  EXPECT_EQ(ts.fake().num_added(), before + 3);
+  EXPECT_EQ(ts.fake().last_request().params.seed, 102u);  // sample i: seed + i
+
+  // Chat: n messages.
+  r = ts.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                       {"max_tokens", 2},
+                                       {"n", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  body = json::parse(r->body);
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][1]["index"], 1);
+  EXPECT_EQ(body["choices"][1]["message"]["role"], "assistant");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+
+  // A sample the engine rejects (too long) rejects the request; nothing stays queued.
+  r = ts.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 300}, {"n", 2}});
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(wait_for([&] { return ts.fake().stats().num_free_blocks ==
+                                    ts.fake().stats().num_total_blocks; }));
+}
+
 TEST(HttpApi, ChatDefaultMaxTokensFillsTheContext) {
   TestServer ts;  // max_model_len 256
   auto r = ts.post("/v1/chat/completions",
@@ -223,7 +275,31 @@ TEST(HttpApi, BadInputGivesOpenAIErrors) {
       {"/v1/completions", R"({"prompt": "x", "stream": "yes"})", 400, "stream", {"yes"}},
       {"/v1/completions", R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400,
        "stream_options", {}},
-      {"/v1/completions", R"({"prompt": "x", "n": 2})", 400, "n", {"2"}},
+      {"/v1/completions", R"({"prompt": "x", "n": 0})", 400, "n", {"0"}},
+      {"/v1/completions", R"({"prompt": "x", "n": 17})", 400, "n", {"17", "16"}},
+      {"/v1/completions", R"({"prompt": "x", "n": -1})", 400, "n", {"-1"}},
+      {"/v1/completions", R"({"prompt": "x", "n": 1e10})", 400, "n", {}},
+      {"/v1/completions", R"({"prompt": "x", "n": "two"})", 400, "n", {"two"}},
+      {"/v1/completions", R"({"prompt": "x", "min_p": 1.5})", 400, "min_p", {"1.5"}},
+      {"/v1/completions", R"({"prompt": "x", "min_p": -0.5})", 400, "min_p", {"-0.5"}},
+      {"/v1/completions", R"({"prompt": "x", "min_p": "a"})", 400, "min_p", {}},
+      {"/v1/completions", R"({"prompt": "x", "presence_penalty": 2.5})", 400,
+       "presence_penalty", {"2.5"}},
+      {"/v1/completions", R"({"prompt": "x", "presence_penalty": -3})", 400,
+       "presence_penalty", {"-3"}},
+      {"/v1/completions", R"({"prompt": "x", "frequency_penalty": 2.01})", 400,
+       "frequency_penalty", {"2.01"}},
+      {"/v1/completions", R"({"prompt": "x", "frequency_penalty": 1e999})", 400, "*", {}},
+      {"/v1/completions", R"({"prompt": "x", "repetition_penalty": 0})", 400,
+       "repetition_penalty", {"0"}},
+      {"/v1/completions", R"({"prompt": "x", "repetition_penalty": -1})", 400,
+       "repetition_penalty", {"-1"}},
+      {"/v1/completions", R"({"prompt": "x", "min_tokens": -1})", 400, "min_tokens", {"-1"}},
+      {"/v1/completions", R"({"prompt": "x", "min_tokens": 5, "max_tokens": 4})", 400,
+       "min_tokens", {"5", "4"}},
+      {"/v1/completions", R"({"prompt": "x", "min_tokens": 1.5})", 400, "min_tokens", {}},
+      {"/v1/completions", R"({"prompt": "x", "min_tokens": 300})", 400, "min_tokens",
+       {"300"}},
       {"/v1/completions", R"({"prompt": "x", "echo": true})", 400, "echo", {}},
       {"/v1/completions", R"({"prompt": "x", "logprobs": 5})", 400, "logprobs", {}},
       {"/v1/completions", R"({"prompt": "x", "model": 7})", 400, "model", {}},

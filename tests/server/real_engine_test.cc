@@ -3,6 +3,7 @@
 // mid-stream must get its KV blocks back into the pool; too-long prompts give 400.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "../engine/reference_cases.h"
@@ -114,6 +115,41 @@ TEST_P(RealEngineHttp, DisconnectMidStreamFreesBlocks) {
   EXPECT_GT(usage_while_streaming, 0.0);
   EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:kv_cache_usage_perc") == 0.0; }));
   EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:num_requests_running") == 0.0; }));
+}
+
+TEST_P(RealEngineHttp, NSeededSamplesAreDistinctAndReproducible) {
+  TestServer ts(stories_engine(GetParam()), port0());
+  const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 1.0},
+                    {"seed", 7}, {"n", 4}, {"ignore_eos", true}};
+  auto texts = [&](const json& body) {
+    auto r = ts.post("/v1/completions", body);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    std::vector<std::string> out;
+    if (!r || r->status != 200) return out;
+    const json b = json::parse(r->body);
+    EXPECT_EQ(b["usage"]["completion_tokens"], 24 * body["n"].get<int>());
+    for (size_t i = 0; i < b["choices"].size(); ++i) {
+      EXPECT_EQ(b["choices"][i]["index"], i);
+      out.push_back(b["choices"][i]["text"].get<std::string>());
+    }
+    return out;
+  };
+  const std::vector<std::string> a = texts(req);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(std::set<std::string>(a.begin(), a.end()).size(), 4u)
+      << "samples with seeds 7..10 should differ";
+  EXPECT_EQ(texts(req), a) << "same seed, same request: same samples";
+  // Streaming gives the same samples, each under its index.
+  json sreq = req;
+  sreq["stream"] = true;
+  StreamReply s = post_stream(ts, "/v1/completions", sreq);
+  ASSERT_EQ(s.status, 200);
+  std::vector<std::string> streamed(4);
+  for (const json& c : s.chunks)
+    for (const json& ch : c["choices"])
+      streamed[ch["index"].get<int>()] += ch["text"].get<std::string>();
+  EXPECT_EQ(streamed, a);
+  EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:kv_cache_usage_perc") == 0.0; }));
 }
 
 TEST_P(RealEngineHttp, TooLongRequestsAre400WithTheNumbers) {

@@ -63,6 +63,56 @@ TEST(Streaming, IncludeUsageAddsAFinalUsageChunk) {
   EXPECT_TRUE(s.done_is_last);
 }
 
+TEST(Streaming, NChoicesAreInterleavedByIndexEachWithItsOwnFinish) {
+  TestServer ts;
+  const std::vector<int32_t> ids = fake_encode("Hello", true);
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    SCOPED_TRACE(path);
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    json req = {{"max_tokens", 4}, {"n", 3}, {"stream", true},
+                {"stream_options", {{"include_usage", true}}}};
+    if (chat)
+      req["messages"] = {{{"role", "user"}, {"content", "Hi"}}};
+    else
+      req["prompt"] = "Hello";
+    StreamReply s = post_stream(ts, path, req);
+    ASSERT_EQ(s.status, 200);
+    EXPECT_TRUE(s.done_is_last);
+    std::vector<std::string> text(3);
+    std::vector<int> finishes(3, 0), roles(3, 0);
+    ASSERT_GE(s.chunks.size(), 2u);
+    for (size_t i = 0; i + 1 < s.chunks.size(); ++i) {
+      const json& c = s.chunks[i];
+      ASSERT_EQ(c["choices"].size(), 1u) << c.dump();
+      const int idx = c["choices"][0]["index"].get<int>();
+      ASSERT_TRUE(idx >= 0 && idx < 3) << c.dump();
+      EXPECT_EQ(finishes[idx], 0) << "a chunk after the choice finished: " << c.dump();
+      if (!c["choices"][0]["finish_reason"].is_null()) {
+        EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+        ++finishes[idx];
+      }
+      if (chat) {
+        const json& d = c["choices"][0]["delta"];
+        if (d.contains("role")) ++roles[idx];
+        if (d.contains("content")) text[idx] += d["content"].get<std::string>();
+      } else {
+        text[idx] += c["choices"][0]["text"].get<std::string>();
+      }
+    }
+    const std::vector<int32_t> prompt =
+        chat ? fake_encode("user: Hi\nassistant:", true) : ids;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(finishes[i], 1);
+      if (chat) EXPECT_EQ(roles[i], 1);
+      EXPECT_EQ(text[i], expected_fake_text(prompt, 4));
+    }
+    const json& last = s.chunks.back();
+    EXPECT_TRUE(last["choices"].empty());
+    EXPECT_EQ(last["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(last["usage"]["prompt_tokens"], prompt.size());
+  }
+}
+
 TEST(Streaming, StopStringIsNotLeakedInDeltas) {
   TestServer ts;
   const std::vector<int32_t> ids = fake_encode("Hello", true);
