@@ -14,6 +14,7 @@ namespace {
 
 struct Result {
   std::vector<int32_t> ids;
+  std::string text;
   FinishReason finish = FinishReason::kNone;
 };
 
@@ -39,6 +40,7 @@ Result run(LLMEngine& e, const std::vector<int32_t>& prompt, SamplingParams p) {
   while (e.has_unfinished_requests())
     for (const RequestOutput& o : e.step()) {
       out.ids.insert(out.ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      out.text += o.new_text;
       if (o.finished) out.finish = o.finish_reason;
     }
   return out;
@@ -173,6 +175,27 @@ TEST_F(Penalties, MinTokensSuppressesTheModelsEndOfStory) {
   for (size_t i = 0; i < 420; ++i) ASSERT_NE(held.ids[i], 1) << "position " << i;
   EXPECT_EQ(std::vector<int32_t>(held.ids.begin(), held.ids.begin() + 412),
             std::vector<int32_t>(c.generated_ids.begin(), c.generated_ids.end() - 1));
+}
+
+TEST_F(Penalties, StopStringsApplyOnlyAfterMinTokens) {
+  const auto cases = testing::load_reference_cases();
+  const std::vector<int32_t>& prompt = cases[0].prompt_ids;
+  const Result base = run(*engine_, prompt, greedy(40));
+  ASSERT_GE(base.text.size(), 12u);
+  // A stop string from the start of the greedy text: it ends generation within a few tokens.
+  SamplingParams p = greedy(40);
+  p.stop = {base.text.substr(4, 4)};
+  const Result stopped = run(*engine_, prompt, p);
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  ASSERT_LT(stopped.ids.size(), 10u);
+  EXPECT_EQ(stopped.text, base.text.substr(0, 4));
+  // With min_tokens 30 the early occurrence is ignored (vLLM checks stop strings only once
+  // more than min_tokens tokens exist); sampling itself is unchanged.
+  p.min_tokens = 30;
+  const Result held = run(*engine_, prompt, p);
+  ASSERT_GE(held.ids.size(), 31u);
+  EXPECT_EQ(held.ids, std::vector<int32_t>(base.ids.begin(), base.ids.begin() + held.ids.size()));
+  EXPECT_EQ(held.text.substr(0, 8), base.text.substr(0, 8));
 }
 
 }  // namespace
