@@ -27,8 +27,8 @@ namespace llmserve::fuzz {
 
 /// An in-memory file (memfd) reachable by path (/proc/self/fd/N), rewritten per input: the
 /// file readers take paths and mmap them. Note that reads past the end of the data but inside
-/// its last page see zeros and are not reported by ASan; the targets check instead that every
-/// view the reader returns lies inside the file.
+/// its last page see zeros and are not reported by ASan; the targets touch every byte of every
+/// view the reader returns (a view beyond the mapping faults) and bound its size by the input's.
 class MemFile {
  public:
   MemFile() {
