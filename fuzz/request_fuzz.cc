@@ -63,8 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       send(*err);
       return 0;
     }
-    FUZZ_CHECK(req.prompt_text.has_value() != !req.prompt_token_ids.empty() ||
-                   (req.prompt_text.has_value() && req.prompt_token_ids.empty()),
+    FUZZ_CHECK(!(req.prompt_text.has_value() && !req.prompt_token_ids.empty()),
                "completion request holds both prompt forms");
     check_params(req.options.params);
     return 0;
