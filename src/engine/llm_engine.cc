@@ -278,6 +278,7 @@ std::vector<RequestOutput> EngineCore::step() {
     if (logits.logits_row_start[si] < 0) continue;  // partial prefill chunk
 
     const float* row = logits.row(logits.logits_row_start[si]);
+    const float* raw_row = row;
     if (needs_logits_processing(req.params, req.num_output_tokens())) {
       // Penalties and min_tokens masking work on a copy; the runner's logits stay raw.
       std::vector<float>& buf = processor_scratch_.logits;
@@ -296,7 +297,11 @@ std::vector<RequestOutput> EngineCore::step() {
     req.timing.last_token_time = now;
     const FinishReason reason = append_token(req, token, *tokenizer_, max_model_len_);
     if (reason != FinishReason::kNone) finish(req, reason);
-    outputs.push_back(make_output(req, {token}));
+    RequestOutput out = make_output(req, {token});
+    if (req.params.logprobs >= 0)  // of the raw logits (vLLM's default), not the processed ones
+      out.logprobs.push_back(compute_logprobs(raw_row, logits.vocab_size, token,
+                                              req.params.logprobs, sample_scratch_));
+    outputs.push_back(std::move(out));
     if (req.is_finished()) requests_.erase(s.request_id);
   }
   record_step(sched, is_decode, start_time, running_after_schedule);

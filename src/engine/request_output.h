@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 
 namespace llmserve {
@@ -38,6 +39,8 @@ struct RequestTiming {
 struct RequestOutput {
   int64_t request_id = 0;
   std::vector<int32_t> new_token_ids;
+  /// One per new_token_ids entry when the request asked for logprobs (params.logprobs >= 0).
+  std::vector<TokenLogprobs> logprobs;
   std::string new_text;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;

@@ -13,6 +13,29 @@ static int32_t argmax(const float* logits, int32_t n) {
   return best;
 }
 
+TokenLogprobs compute_logprobs(const float* logits, int32_t vocab_size, int32_t token, int32_t k,
+                               std::vector<std::pair<float, int32_t>>& scratch) {
+  float max_logit = -INFINITY;
+  for (int32_t i = 0; i < vocab_size; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0;
+  for (int32_t i = 0; i < vocab_size; ++i) sum += std::exp(double(logits[i]) - max_logit);
+  const double lse = max_logit + std::log(sum);
+  TokenLogprobs out;
+  out.logprob = static_cast<float>(logits[token] - lse);
+  k = std::min(k, vocab_size);
+  if (k > 0) {
+    scratch.resize(vocab_size);
+    for (int32_t i = 0; i < vocab_size; ++i) scratch[i] = {logits[i], i};
+    std::partial_sort(scratch.begin(), scratch.begin() + k, scratch.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.first > b.first || (a.first == b.first && a.second < b.second);
+                      });
+    for (int32_t i = 0; i < k; ++i)
+      out.top.push_back({scratch[i].second, static_cast<float>(scratch[i].first - lse)});
+  }
+  return out;
+}
+
 bool needs_logits_processing(const SamplingParams& p, int32_t num_output_tokens) {
   return num_output_tokens < p.min_tokens || p.repetition_penalty != 1.0f ||
          (num_output_tokens > 0 && (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f));

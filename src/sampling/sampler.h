@@ -11,6 +11,18 @@
 
 namespace llmserve {
 
+/// One sampled token's log-probability and the `top` most likely tokens' (id, logprob),
+/// most likely first (lowest id on ties).
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+/// log_softmax(logits)[token] and the k most likely tokens'. The sampled token's value is
+/// computed on its own, so it does not depend on k.
+TokenLogprobs compute_logprobs(const float* logits, int32_t vocab_size, int32_t token, int32_t k,
+                               std::vector<std::pair<float, int32_t>>& scratch);
+
 /// Reusable buffers for apply_logits_processors (all-zero between calls).
 struct LogitsProcessorScratch {
   std::vector<float> logits;     // the processed copy of a logits row

@@ -20,6 +20,9 @@ Status SamplingParams::validate(int32_t vocab_size) const {
   if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f))
     return InvalidArgument("repetition_penalty must be a finite number > 0, got {}",
                            repetition_penalty);
+  if (logprobs < -1 || logprobs > kMaxLogprobs)
+    return InvalidArgument("logprobs must be between 0 and {} alternatives, got {}", kMaxLogprobs,
+                           logprobs);
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1, got {}", max_tokens);
   if (min_tokens < 0) return InvalidArgument("min_tokens must be >= 0, got {}", min_tokens);
   if (min_tokens > max_tokens)

@@ -10,6 +10,9 @@
 
 namespace llmserve {
 
+/// Most alternatives a request may ask for (OpenAI's top_logprobs limit, vLLM's default).
+inline constexpr int32_t kMaxLogprobs = 20;
+
 struct SamplingParams {
   /// 0 = greedy (argmax). Otherwise logits are divided by temperature before softmax.
   float temperature = 1.0f;
@@ -32,6 +35,10 @@ struct SamplingParams {
   /// EOS (unless ignore_eos) and stop_token_ids are masked, and stop strings are not checked,
   /// until this many tokens have been generated. 0 <= min_tokens <= max_tokens.
   int32_t min_tokens = 0;
+  /// Log-probabilities: -1 = none; k >= 0 = the sampled token's logprob plus the k most likely
+  /// tokens' (0..kMaxLogprobs), from the log-softmax of the raw logits (before penalties and
+  /// temperature; vLLM's default "raw_logprobs").
+  int32_t logprobs = -1;
   /// Seed for this request's private RNG: the same seed and request give the same tokens
   /// whatever else is batched. Absent: seeded from the engine seed and the request id.
   std::optional<uint64_t> seed;

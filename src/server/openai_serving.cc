@@ -33,6 +33,8 @@ struct OpenAIServing::Generation {
   EngineRequest request;
   int32_t num_prompt_tokens = 0;
   int32_t n = 1;  // independent samples (choices)
+  bool logprobs = false;        // request.params.logprobs >= 0
+  int32_t last_prompt_token = -1;  // detokenization context of the first generated token
   bool stream = false;
   bool include_usage = false;
 };
@@ -158,6 +160,9 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
 void OpenAIServing::generate(Generation gen, httplib::Response* res,
                              const CancelCheck& should_cancel) {
   gen.num_prompt_tokens = static_cast<int32_t>(gen.request.prompt_token_ids.size());
+  gen.logprobs = gen.request.params.logprobs >= 0;
+  if (!gen.request.prompt_token_ids.empty())
+    gen.last_prompt_token = gen.request.prompt_token_ids.back();
   // n samples are n engine requests of the same prompt (each checked like a single request).
   // With a seed, sample i uses seed + i (vLLM's choice): distinct but reproducible; without
   // one each gets the engine's per-request default seed.
@@ -193,13 +198,17 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
   // the waiting here. A cancel returns early and ~InflightRequest aborts every sample.
   std::vector<ChoiceResult> choices(inflight.size());
   Usage usage{gen.num_prompt_tokens, 0};
+  const Tokenizer* tok = &engine_.engine().tokenizer();
   for (size_t i = 0; i < inflight.size(); ++i) {
     int32_t tokens = 0;
     FinishReason& finish_reason = choices[i].finish_reason;
+    LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token);
     while (finish_reason == FinishReason::kNone) {
       std::optional<RequestOutput> out = inflight[i]->next(should_cancel);
       if (!out) return set_error_response(cancelled_error(), res);
       choices[i].text += out->new_text;
+      for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
+        logprobs.add(out->new_token_ids[k], out->logprobs[k]);
       tokens = std::max(tokens, out->num_output_tokens);
       if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
       if (out->finished) finish_reason = out->finish_reason;
@@ -207,6 +216,7 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
         finish_reason = FinishReason::kAbort;
     }
     usage.completion_tokens += tokens;
+    if (gen.logprobs) choices[i].logprobs = logprobs.take();
   }
   res->set_content(dump(full_response(gen.meta, choices, usage)), "application/json");
 }
@@ -225,6 +235,7 @@ struct StreamState {
   }
 
   std::vector<std::unique_ptr<InflightRequest>> inflight;  // one per choice index
+  std::vector<LogprobsBuilder> logprobs;  // one per choice index when requested, else empty
   ResponseMeta meta;
   bool include_usage = false;
   Usage usage;
@@ -255,13 +266,19 @@ bool StreamState::pump(httplib::DataSink& sink) {
       if (!out) continue;
       got_any = true;
       tokens[i] = std::max(tokens[i], out->num_output_tokens);
+      if (!logprobs.empty())
+        for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
+          logprobs[i].add(out->new_token_ids[k], out->logprobs[k]);
       if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
       if (out->finished || !out->new_text.empty()) {
         FinishReason reason = FinishReason::kNone;
         if (out->finished)
           reason = out->finish_reason == FinishReason::kNone ? FinishReason::kAbort
                                                              : out->finish_reason;
-        if (!write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage, i)))) {
+        // Logprobs of tokens whose text is still held back ride with the next chunk.
+        nlohmann::json lp = logprobs.empty() ? nlohmann::json(nullptr) : logprobs[i].take();
+        if (!write(sse_event(
+                delta_chunk(meta, out->new_text, reason, include_usage, i, std::move(lp))))) {
           abort_all();
           return false;
         }
@@ -295,6 +312,10 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
   auto state = std::make_shared<StreamState>(std::move(inflight));
   state->meta = std::move(gen.meta);
   state->include_usage = gen.include_usage;
+  if (gen.logprobs)
+    for (int32_t i = 0; i < gen.n; ++i)
+      state->logprobs.emplace_back(state->meta.kind, &engine_.engine().tokenizer(),
+                                   gen.last_prompt_token);
   state->usage.prompt_tokens = gen.num_prompt_tokens;
   state->should_cancel = should_cancel;
   res->set_header("Cache-Control", "no-cache");

@@ -109,15 +109,39 @@ std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* ou
 
 /// Rejects options we do not implement rather than silently ignoring them.
 std::optional<ApiError> reject_unsupported(const json& body, bool chat) {
-  const json* logprobs = find_field(body, "logprobs");
-  if (logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>()))
-    return bad_request(fmt::format("'logprobs' is not supported yet (got {})", describe(*logprobs)),
-                       "logprobs");
   if (!chat) {
     bool echo = false;
     if (auto err = read_bool(body, "echo", &echo)) return err;
     if (echo) return bad_request("'echo' = true is not supported yet", "echo");
   }
+  return std::nullopt;
+}
+
+/// Completions: "logprobs": k (0..kMaxLogprobs; false/null = none). Chat: "logprobs": bool and
+/// "top_logprobs": k (0..kMaxLogprobs, only with logprobs true).
+std::optional<ApiError> read_logprobs(const json& body, bool chat, SamplingParams* p) {
+  const json* lp = find_field(body, "logprobs");
+  if (chat) {
+    bool want = false;
+    if (auto err = read_bool(body, "logprobs", &want)) return err;
+    std::optional<int32_t> top;
+    if (auto err = read_int32(body, "top_logprobs", &top)) return err;
+    if (top && (*top < 0 || *top > kMaxLogprobs))
+      return bad_request(fmt::format("'top_logprobs' must be between 0 and {}, got {}",
+                                     kMaxLogprobs, *top),
+                         "top_logprobs");
+    if (top && *top > 0 && !want)
+      return bad_request("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
+    p->logprobs = want ? top.value_or(0) : -1;
+    return std::nullopt;
+  }
+  if (!lp || (lp->is_boolean() && !lp->get<bool>())) return std::nullopt;
+  std::optional<int32_t> k;
+  if (auto err = read_int32(body, "logprobs", &k)) return err;
+  if (*k < 0 || *k > kMaxLogprobs)
+    return bad_request(
+        fmt::format("'logprobs' must be between 0 and {}, got {}", kMaxLogprobs, *k), "logprobs");
+  p->logprobs = *k;
   return std::nullopt;
 }
 
@@ -129,6 +153,7 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   SamplingParams& p = out->params;
   if (auto err = read_float(body, "temperature", &p.temperature)) return err;
   if (auto err = read_float(body, "top_p", &p.top_p)) return err;
+  if (auto err = read_logprobs(body, chat, &p)) return err;
   if (auto err = read_float(body, "min_p", &p.min_p)) return err;
   if (auto err = read_float(body, "presence_penalty", &p.presence_penalty)) return err;
   if (auto err = read_float(body, "frequency_penalty", &p.frequency_penalty)) return err;

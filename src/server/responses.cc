@@ -1,6 +1,7 @@
 #include "server/responses.h"
 
 #include <chrono>
+#include <cmath>
 #include <random>
 
 #include <fmt/format.h>
@@ -61,7 +62,7 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& re
       choice["message"] = {{"role", "assistant"}, {"content", results[i].text}};
     else
       choice["text"] = results[i].text;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = results[i].logprobs;
     choice["finish_reason"] = finish_reason_json(results[i].finish_reason);
     choices.push_back(std::move(choice));
   }
@@ -89,7 +90,7 @@ std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage, 
 }
 
 json delta_chunk(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
-                 bool include_usage, int32_t index) {
+                 bool include_usage, int32_t index, json logprobs) {
   json choice = {{"index", index}};
   if (meta.kind == ApiKind::kChat) {
     json delta = json::object();
@@ -98,11 +99,68 @@ json delta_chunk(const ResponseMeta& meta, const std::string& text, FinishReason
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason_json(finish_reason);
   json chunk = envelope(meta, chunk_object(meta.kind), json::array({std::move(choice)}));
   if (include_usage) chunk["usage"] = nullptr;
   return chunk;
+}
+
+namespace {
+double finite_logprob(float v) { return std::isfinite(v) ? v : -9999.0; }
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+}  // namespace
+
+std::string LogprobsBuilder::token_text(int32_t id) const {
+  return tokenizer_->decode_token(prev_id_, id, /*skip_special=*/false);
+}
+
+void LogprobsBuilder::add(int32_t id, const TokenLogprobs& lp) {
+  const std::string text = token_text(id);
+  if (kind_ == ApiKind::kChat) {
+    json top = json::array();
+    for (const auto& [alt, alt_lp] : lp.top) {
+      const std::string t = token_text(alt);
+      top.push_back({{"token", t}, {"logprob", finite_logprob(alt_lp)}, {"bytes", bytes_of(t)}});
+    }
+    content_.push_back({{"token", text},
+                        {"logprob", finite_logprob(lp.logprob)},
+                        {"bytes", bytes_of(text)},
+                        {"top_logprobs", std::move(top)}});
+  } else {
+    json top = json::object();
+    for (const auto& [alt, alt_lp] : lp.top) top[token_text(alt)] = finite_logprob(alt_lp);
+    tokens_.push_back(text);
+    token_logprobs_.push_back(finite_logprob(lp.logprob));
+    top_.push_back(std::move(top));
+    offsets_.push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(text.size());
+  }
+  prev_id_ = id;
+  ++count_;
+}
+
+json LogprobsBuilder::take() {
+  json out;
+  if (kind_ == ApiKind::kChat) {
+    out = {{"content", std::move(content_)}};
+    content_ = json::array();
+  } else {
+    out = {{"tokens", std::move(tokens_)},
+           {"token_logprobs", std::move(token_logprobs_)},
+           {"top_logprobs", std::move(top_)},
+           {"text_offset", std::move(offsets_)}};
+    tokens_ = json::array();
+    token_logprobs_ = json::array();
+    top_ = json::array();
+    offsets_ = json::array();
+  }
+  count_ = 0;
+  return out;
 }
 
 json usage_chunk(const ResponseMeta& meta, const Usage& usage) {

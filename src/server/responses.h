@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request_output.h"
+#include "tokenizer/tokenizer.h"
 
 namespace llmserve {
 
@@ -44,6 +45,33 @@ nlohmann::json usage_json(const Usage& usage);
 struct ChoiceResult {
   std::string text;
   FinishReason finish_reason = FinishReason::kNone;
+  nlohmann::json logprobs;  // null unless requested (see LogprobsBuilder)
+};
+
+/// Builds one choice's "logprobs" JSON token by token, in OpenAI's shapes: chat
+/// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]},
+/// completions {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}.
+/// Token strings are the detokenized text of each token after its predecessor (special tokens
+/// as their text); -inf logprobs are written as -9999.0 (vLLM), JSON having no infinity.
+class LogprobsBuilder {
+ public:
+  LogprobsBuilder(ApiKind kind, const Tokenizer* tokenizer, int32_t prev_id)
+      : kind_(kind), tokenizer_(tokenizer), prev_id_(prev_id) {}
+  void add(int32_t id, const TokenLogprobs& lp);
+  bool empty() const { return count_ == 0; }
+  /// The JSON of the tokens added since the last take() (empty lists when none).
+  nlohmann::json take();
+
+ private:
+  std::string token_text(int32_t id) const;
+  ApiKind kind_;
+  const Tokenizer* tokenizer_;
+  int32_t prev_id_;
+  int32_t count_ = 0;
+  int64_t text_offset_ = 0;
+  nlohmann::json content_ = nlohmann::json::array();                 // chat
+  nlohmann::json tokens_ = nlohmann::json::array(), token_logprobs_ = nlohmann::json::array(),
+                 top_ = nlohmann::json::array(), offsets_ = nlohmann::json::array();  // completions
 };
 
 /// The non-streaming body: one choice per sample (index = position), plus usage.
@@ -63,7 +91,8 @@ std::optional<nlohmann::json> opening_chunk(const ResponseMeta& meta, bool inclu
 /// `finish_reason` != kNone (the choice's last chunk). Chat puts the text in delta.content
 /// (omitted when empty).
 nlohmann::json delta_chunk(const ResponseMeta& meta, const std::string& text,
-                           FinishReason finish_reason, bool include_usage, int32_t index = 0);
+                           FinishReason finish_reason, bool include_usage, int32_t index = 0,
+                           nlohmann::json logprobs = nullptr);
 
 /// The usage-only chunk sent last when stream_options.include_usage: "choices": [] + usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);

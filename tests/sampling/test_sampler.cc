@@ -236,6 +236,30 @@ TEST(Sampler, MinPKeepsTokensAboveAFractionOfTheTopProbability) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(sample_token(logits, 4, p, rng, scratch), 0);
 }
 
+TEST(Sampler, LogprobsAreTheLogSoftmaxAndTheChosenOneIgnoresK) {
+  // logits = log p + 7 (a shift changes nothing): logprob(t) = log p_t.
+  const float logits[4] = {std::log(0.5f) + 7, std::log(0.3f) + 7, std::log(0.15f) + 7,
+                           std::log(0.05f) + 7};
+  std::vector<std::pair<float, int32_t>> s;
+  const TokenLogprobs none = compute_logprobs(logits, 4, /*token=*/2, /*k=*/0, s);
+  EXPECT_NEAR(none.logprob, std::log(0.15), 1e-5);
+  EXPECT_TRUE(none.top.empty());
+  const TokenLogprobs two = compute_logprobs(logits, 4, 2, 2, s);
+  EXPECT_EQ(two.logprob, none.logprob);  // bit-identical whatever k is
+  ASSERT_EQ(two.top.size(), 2u);
+  EXPECT_EQ(two.top[0].first, 0);
+  EXPECT_NEAR(two.top[0].second, std::log(0.5), 1e-5);
+  EXPECT_EQ(two.top[1].first, 1);
+  EXPECT_NEAR(two.top[1].second, std::log(0.3), 1e-5);
+  EXPECT_EQ(compute_logprobs(logits, 4, 2, 20, s).top.size(), 4u);  // k capped at the vocab
+  EXPECT_EQ(compute_logprobs(logits, 4, 2, 20, s).logprob, none.logprob);
+  SamplingParams p;
+  p.logprobs = 21;
+  EXPECT_EQ(p.validate(10).message().rfind("logprobs", 0), 0u);
+  p.logprobs = 20;
+  EXPECT_TRUE(p.validate(10).ok());
+}
+
 TEST(SamplingParams, ValidatePenaltiesMinPAndMinTokens) {
   auto msg = [](SamplingParams p) { return p.validate(10).message(); };
   SamplingParams p;

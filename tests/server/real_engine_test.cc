@@ -152,6 +152,64 @@ TEST_P(RealEngineHttp, NSeededSamplesAreDistinctAndReproducible) {
   EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:kv_cache_usage_perc") == 0.0; }));
 }
 
+TEST_P(RealEngineHttp, LogprobsOfGreedyTokensAreTheTopAlternative) {
+  TestServer ts(stories_engine(GetParam()), port0());
+  auto post = [&](const char* path, const json& body) {
+    auto r = ts.post(path, body);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    return json::parse(r ? r->body : "{}");
+  };
+  // Completions: logprobs 3 -> per token its logprob and 3 alternatives, the greedy token
+  // being the most likely one; the chosen logprob is the same when 0 alternatives are asked.
+  const json c3 = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8},
+                                           {"temperature", 0}, {"logprobs", 3}});
+  const json& lp = c3["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 8u) << lp.dump();
+  ASSERT_EQ(lp["token_logprobs"].size(), 8u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 8u);
+  std::string joined;
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 3u);
+    double best = -1e9;
+    for (const auto& [tok, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_DOUBLE_EQ(lp["token_logprobs"][i].get<double>(), best);
+    EXPECT_LE(best, 0.0);
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size());
+    joined += lp["tokens"][i].get<std::string>();
+  }
+  EXPECT_EQ(joined, c3["choices"][0]["text"]);
+  const json c0 = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8},
+                                           {"temperature", 0}, {"logprobs", 0}});
+  EXPECT_EQ(c0["choices"][0]["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  // Chat: content entries with top_logprobs.
+  const json chat = post("/v1/chat/completions",
+                         {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                          {"max_tokens", 5}, {"temperature", 0}, {"logprobs", true},
+                          {"top_logprobs", 2}});
+  const json& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), chat["usage"]["completion_tokens"].get<size_t>());
+  for (const json& e : content) {
+    ASSERT_EQ(e["top_logprobs"].size(), 2u);
+    EXPECT_EQ(e["token"], e["top_logprobs"][0]["token"]);
+    EXPECT_DOUBLE_EQ(e["logprob"].get<double>(), e["top_logprobs"][0]["logprob"].get<double>());
+    EXPECT_TRUE(e["bytes"].is_array());
+  }
+  // Streaming: the logprobs of all chunks together are the non-streamed ones.
+  StreamReply s = post_stream(ts, "/v1/completions",
+                              {{"prompt", "Once upon a time"}, {"max_tokens", 8},
+                               {"temperature", 0}, {"logprobs", 3}, {"stream", true}});
+  ASSERT_EQ(s.status, 200);
+  json streamed = json::array();
+  for (const json& c : s.chunks)
+    for (const json& ch : c["choices"])
+      if (!ch["logprobs"].is_null())
+        for (const json& v : ch["logprobs"]["token_logprobs"]) streamed.push_back(v);
+  EXPECT_EQ(streamed, lp["token_logprobs"]);
+  // No logprobs asked: null.
+  const json none = post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 2}});
+  EXPECT_TRUE(none["choices"][0]["logprobs"].is_null());
+}
+
 TEST_P(RealEngineHttp, TooLongRequestsAre400WithTheNumbers) {
   TestServer ts(stories_engine(GetParam()), port0());
   std::vector<int32_t> long_prompt(600, 400);
