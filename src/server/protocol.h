@@ -64,7 +64,7 @@ std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::json*
 
 /// Reads a /v1/completions body. Returns a 400 error naming the field (param) and the
 /// offending value for missing or wrong-typed fields, batched prompts and unsupported
-/// options (echo, logprobs) and n outside 1..kMaxN.
+/// options (echo), logprobs / top_logprobs outside 0..20 and n outside 1..kMaxN.
 std::optional<ApiError> parse_completion_request(const nlohmann::json& body,
                                                  CompletionRequest* out);
 
