@@ -263,10 +263,26 @@ int64_t to_int_arg(const Value& v, const char* what) {
 // ---------------------------------------------------------------- printf-style
 
 std::string format_number_spec(const std::string& spec, char conv, const Value& v) {
-  char buf[512];
+  // Width and precision are bounded (a template asking for "%1000000000d" gets an error, not
+  // a gigabyte of padding), and the result is never truncated.
+  for (size_t p = 0; p < spec.size();) {
+    if (spec[p] < '0' || spec[p] > '9') {
+      ++p;
+      continue;
+    }
+    size_t q = p;
+    while (q < spec.size() && spec[q] >= '0' && spec[q] <= '9') ++q;
+    if (q - p > 4 || std::stoi(spec.substr(p, q - p)) > 4096)
+      fail("%-format width or precision too large (limit 4096): %" + spec + conv);
+    p = q;
+  }
+  char buf[8192];
   const std::string f = "%" + spec + conv;
   if (conv == 'd' || conv == 'i' || conv == 'u' || conv == 'x' || conv == 'X' || conv == 'o') {
     int64_t i;
+    if (v.is_float() && !(std::fabs(v.as_float()) < 9.2e18))
+      fail(std::string("%") + conv + " format: " + std::to_string(v.as_float()) +
+           " does not fit a 64-bit integer");
     if (v.is_float()) i = static_cast<int64_t>(std::trunc(v.as_float()));
     else if (v.is_int() || v.is_bool()) i = v.as_int();
     else fail(std::string("%") + conv + " format: a real number is required, not " + v.type_name());
@@ -1327,7 +1343,10 @@ void install_globals(Interpreter& in, Scope& g) {
     if (count > 100000)
       fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     std::vector<Value> out;
-    for (int64_t x = start; step > 0 ? x < stop : x > stop; x += step) out.emplace_back(x);
+    // Iterate over the count, never x += step (which can overflow and never end).
+    const int64_t n = static_cast<int64_t>(count);
+    for (int64_t k = 0; k < n; ++k)
+      out.emplace_back(static_cast<int64_t>(static_cast<__int128>(start) + static_cast<__int128>(k) * step));
     i.check_list_size(out.size());
     return Value::list(std::move(out));
   });

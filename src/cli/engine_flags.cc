@@ -11,8 +11,9 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("model", c.model_path, "Model: GGUF file, llama2.c .bin checkpoint or Hugging Face directory (config.json + *.safetensors)")
       ->required();
   app.add_option("--tokenizer", c.tokenizer_path,
-                 "Vocabulary: llama2.c tokenizer.bin or a GGUF file (required for .bin checkpoints and "
-                 "Hugging Face directories; GGUF models embed theirs)");
+                 "Tokenizer: a GGUF file, a Hugging Face directory or tokenizer.json, or a llama2.c "
+                 "tokenizer.bin (required for .bin checkpoints; GGUF models and HF directories "
+                 "with tokenizer.json bring their own)");
   app.add_option("--served-model-name", c.served_model_name,
                  "Model name in the API (default: the model file's stem)");
   app.add_option("--max-num-seqs", c.scheduler.max_num_seqs,

@@ -13,16 +13,13 @@
 #include "chat_template/chat_template.h"
 #include "cli/commands.h"
 
+#include "weights/mapped_file.h"
+
 namespace llmserve::cli {
 namespace {
 
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+/// Regular files only, bounded (a directory, FIFO or /dev/zero is an error, not a hang).
+Expected<std::string> read_file(const std::string& path) { return read_text_file(path); }
 
 Expected<nlohmann::ordered_json> read_json(const std::string& path) {
   LLMS_ASSIGN_OR_RETURN(std::string text, read_file(path));

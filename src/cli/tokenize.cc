@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
+#include "weights/mapped_file.h"
+
 namespace llmserve::cli {
 
 TokenizeCommand::TokenizeCommand(CLI::App& app) {
@@ -32,10 +34,10 @@ TokenizeCommand::TokenizeCommand(CLI::App& app) {
 int TokenizeCommand::run() {
   if (tokenizer_path_.empty()) return fail(InvalidArgument("no tokenizer given (--tokenizer)"));
   if (text_path_.empty()) return fail(InvalidArgument("no text given (--text-file)"));
-  std::ifstream in(text_path_, std::ios::binary);
-  if (!in) return fail(NotFound("{}: cannot open text file", text_path_));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return fail(DataLoss("{}: read error", text_path_));
+  // Regular files only, bounded: a directory, FIFO or /dev/zero is an error, not a hang.
+  Expected<std::string> text_or = read_text_file(text_path_, size_t{256} << 20);
+  if (!text_or.ok()) return fail(text_or.status());
+  const std::string& text = *text_or;
 
   TokenizerLoadOptions options;
   options.llama2c_vocab_size = vocab_size_;

@@ -61,7 +61,7 @@ std::optional<ApiError> OpenAIServing::chat_prompt_ids(const std::string& raw_bo
   if (tok.bos_id() >= 0) in.bos_token = tok.piece(tok.bos_id());
   if (tok.eos_id() >= 0) in.eos_token = tok.piece(tok.eos_id());
   Expected<std::string> text = render_chat(chat_template_, in);
-  if (!text.ok()) return bad_request("chat template error: " + text.status().message());
+  if (!text.ok()) return bad_request(text.status().message());  // the template's own words
   EncodeOptions opt;
   opt.add_special = add_special;
   opt.parse_special = true;  // the template's own special tokens (<|im_start|>, <s>, ...)

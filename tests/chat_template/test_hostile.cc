@@ -41,6 +41,32 @@ TEST(Hostile, HugeRanges) {
   expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop iteration limit");
 }
 
+TEST(Hostile, RangeNearInt64LimitsDoesNotOverflow) {
+  // Python: range(0, 2**63 - 1, 2**62) == [0, 2**62]; stepping past INT64_MAX must not wrap.
+  auto tpl = ChatTemplate::parse("{{ range(0, 9223372036854775807, 4611686018427387904)|list }}");
+  ASSERT_TRUE(tpl.ok());
+  auto out = tpl->render(nlohmann::json::object());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(*out, "[0, 4611686018427387904]");
+  auto loop = ChatTemplate::parse(
+      "{% for i in range(9223372036854775800, 9223372036854775807, 3) %}{{ i }},{% endfor %}");
+  ASSERT_TRUE(loop.ok());
+  out = loop->render(nlohmann::json::object());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(*out, "9223372036854775800,9223372036854775803,9223372036854775806,");
+}
+
+TEST(Hostile, PercentFormatWidthIsBoundedAndNeverTruncated) {
+  expect_error("{{ '%1000000000d' % 1 }}", "too large");
+  expect_error("{{ '%.1000000000f' % 1.5 }}", "too large");
+  expect_error("{{ '%d' % 1e300 }}", "64-bit");
+  auto tpl = ChatTemplate::parse("{{ '%600d' % 5 }}");
+  ASSERT_TRUE(tpl.ok());
+  auto out = tpl->render(nlohmann::json::object());
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, std::string(599, ' ') + "5");  // Python: 599 spaces then "5"
+}
+
 TEST(Hostile, HugeStrings) {
   expect_error("{{ 'x' * 10**12 }}", "string too large");
   expect_error("{{ 'abc' * 100000000 }}", "string too large");
