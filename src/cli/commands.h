@@ -29,7 +29,12 @@ class ServeCommand {
   std::string host_ = "127.0.0.1";
   int port_ = 8000;
   std::string chat_template_;
-  int http_threads_ = 64;
+  int http_threads_ = 0;  // 0 = automatic (ServerConfig::num_http_threads)
+  std::string api_key_;   // --api-key, else $LLMSERVE_API_KEY
+  int64_t max_request_body_bytes_ = int64_t{8} << 20;
+  int max_waiting_ = 256;
+  double shutdown_timeout_s_ = 30;
+  bool disable_log_requests_ = false;
 };
 
 class GenerateCommand {

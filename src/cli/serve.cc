@@ -1,5 +1,7 @@
 // llmserve serve: load the model, start the engine thread and the OpenAI-compatible HTTP
-// server; SIGINT/SIGTERM stop it cleanly.
+// server. SIGINT/SIGTERM drain it (HttpServer::shutdown): new requests get 503, requests in
+// flight get --shutdown-timeout seconds to finish, the rest is aborted, exit status 0. A
+// second signal stops at once. See docs/operations.md.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -15,23 +17,50 @@
 
 namespace llmserve::cli {
 
-/// Seconds between SIGINT/SIGTERM and a forced exit if connections do not close.
-constexpr int kShutdownTimeoutSeconds = 10;
+/// Seconds past --shutdown-timeout after which a drain that has not finished (a client that
+/// neither reads nor closes) is cut short with exit status 1.
+constexpr double kForcedExitGraceSeconds = 15;
 
 ServeCommand::ServeCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   add_engine_flags(*cmd_, config_, flags_);
   cmd_->add_option("--host", host_, "Address to listen on")->capture_default_str();
   cmd_->add_option("--port", port_, "TCP port (0 = any free port)")->capture_default_str();
-  cmd_->add_option("--http-threads", http_threads_, "HTTP worker threads (concurrent clients)")
+  cmd_->add_option("--http-threads", http_threads_,
+                   "HTTP worker threads, i.e. connections served at once; a streaming request "
+                   "holds one while it runs (0 = max-num-seqs + max-waiting + 64)")
       ->capture_default_str();
   cmd_->add_option("--chat-template", chat_template_,
                    "Jinja chat template for /v1/chat/completions: a file, or the template text "
                    "(default: the model's, else a built-in one)");
+  cmd_->add_option("--api-key", api_key_,
+                   "Require 'Authorization: Bearer <key>' on /v1/* (default: $LLMSERVE_API_KEY; "
+                   "unset = no authentication)");
+  cmd_->add_option("--max-request-body-bytes", max_request_body_bytes_,
+                   "Larger request bodies get 413")
+      ->capture_default_str();
+  cmd_->add_option("--max-waiting", max_waiting_,
+                   "Requests that must wait (not running, beyond the free --max-num-seqs slots) "
+                   "before new ones get 429 with "
+                   "Retry-After (0 = unlimited)")
+      ->capture_default_str();
+  cmd_->add_option("--shutdown-timeout", shutdown_timeout_s_,
+                   "Seconds SIGTERM/SIGINT lets requests in flight finish before aborting them")
+      ->capture_default_str();
+  cmd_->add_flag("--disable-log-requests", disable_log_requests_,
+                 "Do not write one access-log line per HTTP request");
 }
 
 int ServeCommand::run() {
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  if (max_waiting_ < 0) return fail(InvalidArgument("--max-waiting must be >= 0, got {}",
+                                                    max_waiting_));
+  if (!(shutdown_timeout_s_ >= 0) || shutdown_timeout_s_ > 86400)
+    return fail(InvalidArgument("--shutdown-timeout must be in [0, 86400] seconds, got {}",
+                                shutdown_timeout_s_));
+  if (max_request_body_bytes_ <= 0)
+    return fail(InvalidArgument("--max-request-body-bytes must be > 0, got {}",
+                                max_request_body_bytes_));
   // Block SIGINT/SIGTERM in every thread; a dedicated thread waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -43,6 +72,11 @@ int ServeCommand::run() {
   sc.host = host_;
   sc.port = port_;
   sc.num_http_threads = http_threads_;
+  sc.api_key = api_key_;
+  if (sc.api_key.empty())
+    if (const char* env = std::getenv("LLMSERVE_API_KEY")) sc.api_key = env;
+  sc.max_request_body_bytes = static_cast<size_t>(max_request_body_bytes_);
+  sc.log_requests = !disable_log_requests_;
   if (Status st = sc.validate(); !st.ok()) return fail(st);  // before the (slow) model load
 
   sc.chat_template = chat_template_;
@@ -51,30 +85,41 @@ int ServeCommand::run() {
   // A template that does not parse is a start-up error, not a 400 on every chat request.
   if (auto tpl = resolve_chat_template(chat_template_, **engine, nullptr); !tpl.ok())
     return fail(tpl.status());
-  AsyncEngine async_engine(std::move(*engine));
+  AsyncEngine async_engine(std::move(*engine), max_waiting_);
   HttpServer server(async_engine, sc);
   if (Status st = server.bind(); !st.ok()) return fail(st);
 
   std::atomic<bool> listen_returned{false};
+  std::thread drain_thread;
+  const double timeout_s = shutdown_timeout_s_;
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
-    if (listen_returned.load()) return;  // woken by main after listen() failed
-    spdlog::info("signal {} received, shutting down", sig);
-    // A client trickling a request can keep an HTTP thread busy indefinitely; do not let it
-    // hold the process hostage.
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::seconds(kShutdownTimeoutSeconds));
-      spdlog::warn("shutdown took longer than {} s; exiting", kShutdownTimeoutSeconds);
-      std::_Exit(0);
+    if (listen_returned.load()) return;  // woken by main after listen() returned
+    spdlog::info("signal {} received: draining (--shutdown-timeout {} s; send it again to stop "
+                 "at once)", sig, timeout_s);
+    // A client that neither reads nor closes can hold an HTTP thread; do not let it hold the
+    // process hostage.
+    std::thread([timeout_s] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout_s +
+                                                                kForcedExitGraceSeconds));
+      spdlog::error("shutdown did not finish within {} s; exiting",
+                    timeout_s + kForcedExitGraceSeconds);
+      std::_Exit(1);
     }).detach();
+    drain_thread = std::thread([&server, timeout_s] { server.shutdown(timeout_s); });
+    sigwait(&signals, &sig);
+    if (listen_returned.load()) return;
+    spdlog::warn("signal {} received again: stopping now", sig);
     server.stop();
   });
   Status st = server.listen();
   listen_returned.store(true);
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op if it already returned
   signal_thread.join();
+  if (drain_thread.joinable()) drain_thread.join();
   if (!st.ok()) return fail(st);
+  spdlog::info("llmserve: stopped");
   return 0;
 }
 

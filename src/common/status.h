@@ -20,6 +20,7 @@ enum class StatusCode {
   kUnimplemented,     // valid input we do not support (dtype, architecture)
   kResourceExhausted, // does not fit (prompt longer than max_model_len, KV pool too small)
   kInternal,
+  kUnavailable,       // busy right now (request queue full, shutting down): retry later
 };
 
 /// A success or an error code with a one-line human-readable message.
@@ -57,6 +58,11 @@ Status Unimplemented(fmt::format_string<Args...> f, Args&&... args) {
 template <typename... Args>
 Status ResourceExhausted(fmt::format_string<Args...> f, Args&&... args) {
   return {StatusCode::kResourceExhausted, fmt::format(f, std::forward<Args>(args)...)};
+}
+
+template <typename... Args>
+Status Unavailable(fmt::format_string<Args...> f, Args&&... args) {
+  return {StatusCode::kUnavailable, fmt::format(f, std::forward<Args>(args)...)};
 }
 
 /// A value of type T or an error Status (a small stand-in for C++23 std::expected).

@@ -1,5 +1,6 @@
 #include "engine/async_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -23,7 +24,8 @@ void RequestStream::push(RequestOutput out) {
   cv_.notify_all();
 }
 
-AsyncEngine::AsyncEngine(std::unique_ptr<LLMEngine> engine) : engine_(std::move(engine)) {
+AsyncEngine::AsyncEngine(std::unique_ptr<LLMEngine> engine, int32_t max_waiting)
+    : engine_(std::move(engine)), max_waiting_(max_waiting) {
   stats_ = engine_->stats();
   thread_ = std::thread([this] { loop(); });
 }
@@ -43,7 +45,20 @@ Expected<std::shared_ptr<RequestStream>> AsyncEngine::submit(EngineRequest reque
   std::shared_ptr<RequestStream> stream;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return Status(StatusCode::kResourceExhausted, "engine is shutting down");
+    if (stop_) return Unavailable("the engine is shutting down");
+    if (max_waiting_ > 0) {
+      // Requests that will have to wait: those not yet running, less the sequence slots the
+      // scheduler still has free (so a burst to an idle server is not refused for the slots
+      // it is about to fill).
+      const int64_t free_slots = std::max<int64_t>(
+          0, int64_t{engine_->config().scheduler.max_num_seqs} - stats_.num_running);
+      const int64_t waiting = std::max<int64_t>(
+          0, static_cast<int64_t>(pending_adds_.size()) + stats_.num_waiting - free_slots);
+      if (waiting >= max_waiting_)
+        return Unavailable(
+            "the server is busy: {} requests are already waiting (--max-waiting {}); retry later",
+            waiting, max_waiting_);
+    }
     const int64_t id = next_request_id_++;
     stream = std::make_shared<RequestStream>(id);
     streams_.emplace(id, stream);
@@ -59,6 +74,19 @@ void AsyncEngine::abort(int64_t request_id) {
     pending_aborts_.push_back(request_id);
   }
   cv_.notify_all();
+}
+
+void AsyncEngine::abort_all() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, stream] : streams_) pending_aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+size_t AsyncEngine::num_unfinished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_.size();
 }
 
 EngineStats AsyncEngine::stats() const {

@@ -39,17 +39,31 @@ class RequestStream {
 
 class AsyncEngine {
  public:
-  /// Takes ownership of a loaded engine and starts the engine thread.
-  explicit AsyncEngine(std::unique_ptr<LLMEngine> engine);
+  /// Takes ownership of a loaded engine and starts the engine thread. `max_waiting` > 0 caps
+  /// the requests that must wait: those accepted but not yet running (submitted, or waiting
+  /// in the scheduler, as of the last step's snapshot) less the free max_num_seqs slots.
+  /// submit() beyond it fails with Unavailable. 0 = unlimited.
+  explicit AsyncEngine(std::unique_ptr<LLMEngine> engine, int32_t max_waiting = 0);
   ~AsyncEngine();  // stops the thread; unfinished requests are aborted
 
   /// Validates (the same checks as LLMEngine::add_request: prompt length vs max_model_len,
   /// max_tokens, KV capacity, sampling params) and enqueues. Errors are InvalidArgument /
-  /// ResourceExhausted with a message naming the numbers involved (for an HTTP 400).
+  /// ResourceExhausted with a message naming the numbers involved (for an HTTP 400), or
+  /// Unavailable when max_waiting requests already wait or the engine is stopping (HTTP 429).
   Expected<std::shared_ptr<RequestStream>> submit(EngineRequest request);
 
   /// Aborts a request (client went away). Its KV blocks are freed by the next step.
   void abort(int64_t request_id);
+
+  /// Aborts every request submitted and not finished yet (server shutdown deadline): each
+  /// stream gets a final output with finish_reason abort after the next step.
+  void abort_all();
+
+  /// The cap on waiting requests (0 = unlimited).
+  int32_t max_waiting() const { return max_waiting_; }
+
+  /// Requests submitted whose final output has not been pushed yet.
+  size_t num_unfinished() const;
 
   /// Snapshot of engine gauges (updated after every step).
   EngineStats stats() const;
@@ -68,6 +82,7 @@ class AsyncEngine {
   std::unordered_map<int64_t, std::shared_ptr<RequestStream>> streams_;
   EngineStats stats_;
   int64_t next_request_id_ = 1;
+  int32_t max_waiting_ = 0;
   bool stop_ = false;
   std::thread thread_;
 };

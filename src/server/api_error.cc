@@ -27,6 +27,22 @@ ApiError internal_error(std::string message) {
   return ApiError{500, "InternalServerError", std::move(message), std::nullopt};
 }
 
+ApiError too_many_requests(std::string message) {
+  return ApiError{429, "RateLimitError", std::move(message), std::nullopt};
+}
+
+ApiError service_unavailable(std::string message) {
+  return ApiError{503, "ServiceUnavailableError", std::move(message), std::nullopt};
+}
+
+ApiError payload_too_large(std::string message) {
+  return ApiError{413, "RequestEntityTooLarge", std::move(message), std::nullopt};
+}
+
+ApiError unauthorized(std::string message) {
+  return ApiError{401, "AuthenticationError", std::move(message), std::nullopt};
+}
+
 namespace {
 
 // Request fields whose name may open a validation message. Longest first so that
@@ -54,6 +70,8 @@ ApiError api_error_from_status(const Status& status) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kResourceExhausted:
       return bad_request(status.message(), leading_param(status.message()));
+    case StatusCode::kUnavailable:
+      return too_many_requests(status.message());
     case StatusCode::kNotFound:
       return not_found(status.message());
     case StatusCode::kUnimplemented:

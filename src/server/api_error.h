@@ -29,9 +29,18 @@ ApiError bad_request(std::string message, std::optional<std::string> param = std
 ApiError not_found(std::string message, std::optional<std::string> param = std::nullopt);
 /// 500 InternalServerError.
 ApiError internal_error(std::string message);
+/// 429 RateLimitError: the request queue is full (see --max-waiting); retry later.
+ApiError too_many_requests(std::string message);
+/// 503 ServiceUnavailableError: the server is shutting down (draining).
+ApiError service_unavailable(std::string message);
+/// 413 RequestEntityTooLarge: the body is over --max-request-body-bytes.
+ApiError payload_too_large(std::string message);
+/// 401 AuthenticationError: missing or wrong API key.
+ApiError unauthorized(std::string message);
 
 /// Maps an engine/library Status to an HTTP error: InvalidArgument and ResourceExhausted ->
-/// 400, NotFound -> 404, Unimplemented -> 501, anything else -> 500. The message is kept
+/// 400 (the request can never fit), Unavailable -> 429 (busy now, retry later; the HTTP layer
+/// adds Retry-After), NotFound -> 404, Unimplemented -> 501, anything else -> 500. The message is kept
 /// verbatim. When the message starts with a request field name ("temperature must be ...",
 /// "stop_token_ids: ..."), that field becomes `param` (SamplingParams::validate's messages
 /// are written that way).

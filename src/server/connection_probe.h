@@ -13,8 +13,24 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace llmserve {
+
+/// A connected TCP socket of this process whose local port is `local_port` (i.e. a
+/// connection accepted by a server listening there), with its peer's numeric address.
+struct AcceptedSocket {
+  int fd = -1;
+  std::string peer;  // "host:port", as httplib's remote_addr + ":" + remote_port
+};
+
+/// Every such socket, found through /proc/self/fd (empty elsewhere). The fds are only
+/// borrowed: another thread may close them at any time (see peer_still_is()).
+std::vector<AcceptedSocket> list_accepted_sockets(int local_port);
+
+/// True if `fd` is still a socket connected to `peer` ("host:port") -- checked right before
+/// acting on a listed fd that its owner may have closed and the kernel reused meanwhile.
+bool peer_still_is(int fd, const std::string& peer);
 
 class ConnectionProbe {
  public:

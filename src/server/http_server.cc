@@ -7,15 +7,22 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <unordered_map>
 #include <exception>
 #include <mutex>
+#include <random>
+#include <string_view>
 #include <thread>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "common/timing.h"
 #include "engine/async_engine.h"
 #include "server/api_error.h"
+#include "server/engine_bridge.h"
 #include "server/connection_probe.h"
 #include "server/metrics.h"
 #include "server/builtin_chat_template.h"
@@ -27,9 +34,14 @@ Status ServerConfig::validate() const {
   if (host.empty()) return InvalidArgument("host must not be empty");
   if (port < 0 || port > 65535)
     return InvalidArgument("--port must be in [0, 65535], got {}", port);
-  if (num_http_threads < 1 || num_http_threads > 4096)
-    return InvalidArgument("--http-threads must be in [1, 4096], got {}", num_http_threads);
-  if (max_request_body_bytes == 0) return InvalidArgument("max_request_body_bytes must be > 0");
+  if (num_http_threads < 0 || num_http_threads > 4096)
+    return InvalidArgument("--http-threads must be in [0, 4096] (0 = automatic), got {}",
+                           num_http_threads);
+  if (max_request_body_bytes == 0)
+    return InvalidArgument("--max-request-body-bytes must be > 0");
+  if (keep_alive_timeout_s < 1 || read_timeout_s < 1 || write_timeout_s < 1 ||
+      request_read_timeout_s < 0)
+    return InvalidArgument("HTTP timeouts must be >= 1 s");
   return Status::Ok();
 }
 
@@ -76,8 +88,7 @@ ApiError transport_error(const Request& req, const Response& res) {
                       std::nullopt};
     return not_found(fmt::format("no such endpoint: {} {}", req.method, req.path));
   }
-  if (res.status == 413)
-    return ApiError{413, "RequestEntityTooLarge", "request body is too large", std::nullopt};
+  if (res.status == 413) return payload_too_large("request body is too large");
   if (res.status == 400) return bad_request("malformed HTTP request");
   return ApiError{res.status, "Error", fmt::format("HTTP error {}", res.status), std::nullopt};
 }
@@ -106,13 +117,76 @@ class HttplibServer : public httplib::Server {
 
 constexpr int kListenBacklog = 1024;
 
+/// Seconds a 429 asks the client to wait (Retry-After).
+constexpr int kRetryAfterSeconds = 1;
+
+/// A client-sent X-Request-Id is kept when it is 1..128 characters of [A-Za-z0-9._:-].
+bool sane_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// 32 random hex digits (a uuid4-like token).
+std::string generate_request_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   (uint64_t(std::hash<std::thread::id>{}(
+                                        std::this_thread::get_id())) << 1)};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+/// The request's id: already on the response, else the client's (if sane), else a new one;
+/// set as the X-Request-Id response header.
+std::string ensure_request_id(const Request& req, Response& res) {
+  if (res.has_header("X-Request-Id")) return res.get_header_value("X-Request-Id");
+  std::string id = req.get_header_value("X-Request-Id");
+  if (!sane_request_id(id)) id = generate_request_id();
+  res.set_header("X-Request-Id", id);
+  return id;
+}
+
+/// Compares without an early exit, so the time taken does not reveal how much of a guessed
+/// key was right (only its length).
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+/// What the thread serving an HTTP request knows about it (handler, content provider and
+/// logger all run on that thread).
+struct ThreadRequestState {
+  bool active = false;  // between the pre-routing handler and the logger
+  double start_time = 0;
+  RequestRecord record;
+};
+
+ThreadRequestState& thread_request_state() {
+  thread_local ThreadRequestState state;
+  return state;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
   Impl(AsyncEngine& engine_in, ServerConfig config_in);
   void setup();
-  /// Polled by waiting handlers: server stopping, or this request's client hung up.
-  CancelCheck cancel_check(const Request& req);
+  /// Polled by waiting handlers: server stopping, this request's client hung up, or (for a
+  /// non-streaming request, i.e. one still inside its handler: `handler_done` unset) the
+  /// shutdown deadline passed. Streams are ended by AsyncEngine::abort_all instead, so that
+  /// they close with a final chunk and [DONE].
+  CancelCheck cancel_check(const Request& req,
+                           std::shared_ptr<std::atomic<bool>> handler_done);
+  /// Runs a generation handler with its cancel check.
+  template <typename F>
+  void generation(const Request& req, Response& res, F&& serve);
+  /// The access-log line and failure counter of a finished request.
+  void log_request(const Request& req, const Response& res);
 
   AsyncEngine& engine;
   ServerConfig config;
@@ -124,7 +198,71 @@ struct HttpServer::Impl {
   std::atomic<int> bound_port{0};
   std::atomic<bool> stopping{false};   // stop() was called
   std::atomic<bool> listening{false};  // inside listen()
+  std::atomic<bool> draining{false};   // shutdown() began: new requests get 503
+  std::atomic<bool> deadline_passed{false};  // shutdown() is aborting what is left
+  std::atomic<bool> listener_closed{false};  // httplib's stop() was called
+  std::atomic<int> active_handlers{0};  // generation handlers running (parse .. submit ..)
+
+  /// Stops httplib's accept loop (once); listen() returns when its threads are done.
+  void close_listener();
+
+  // Slow-request watchdog (ServerConfig::request_read_timeout_s).
+  struct ConnState {
+    bool busy = false;  // a request of this connection is being handled (routing .. logger)
+    double since = 0;   // when it opened, or when its last response ended
+  };
+  /// Marks the connection of `req` busy (a request was read) or idle (its response ended).
+  void mark_connection(const Request& req, bool busy);
+  /// Every second: closes connections idle (not busy) for longer than the timeout.
+  void watchdog_loop();
+  std::mutex conn_mu;
+  std::unordered_map<std::string, ConnState> conns;  // by peer "host:port"
+  std::condition_variable watchdog_cv;
+  bool watchdog_stop = false;  // guarded by conn_mu
 };
+
+void HttpServer::Impl::mark_connection(const Request& req, bool busy) {
+  if (config.request_read_timeout_s <= 0) return;
+  std::lock_guard<std::mutex> lock(conn_mu);
+  conns[req.remote_addr + ":" + std::to_string(req.remote_port)] = {busy, now_seconds()};
+}
+
+void HttpServer::Impl::watchdog_loop() {
+  std::unique_lock<std::mutex> lock(conn_mu);
+  while (!watchdog_stop) {
+    watchdog_cv.wait_for(lock, std::chrono::seconds(1));
+    if (watchdog_stop) break;
+    lock.unlock();
+    const std::vector<AcceptedSocket> sockets = list_accepted_sockets(bound_port.load());
+    lock.lock();
+    const double now = now_seconds();
+    std::unordered_map<std::string, ConnState> seen;
+    for (const AcceptedSocket& s : sockets) {
+      auto it = conns.find(s.peer);
+      const ConnState st = it != conns.end() ? it->second : ConnState{false, now};
+      if (!st.busy && now - st.since > config.request_read_timeout_s) {
+        if (peer_still_is(s.fd, s.peer)) {
+          spdlog::warn("closing connection from {}: no complete request within {} s", s.peer,
+                       config.request_read_timeout_s);
+          ::shutdown(s.fd, SHUT_RDWR);  // its HTTP thread's read fails and closes it
+        }
+        continue;
+      }
+      seen[s.peer] = st;
+    }
+    // Keep connections marked busy since the listing (accepted after it).
+    for (const auto& [peer, st] : conns)
+      if (st.busy && !seen.count(peer)) seen[peer] = st;
+    conns.swap(seen);
+  }
+}
+
+void HttpServer::Impl::close_listener() {
+  // httplib's stop() acts only once its accept loop runs; if listen() is on its way in, wait.
+  while (listening.load() && !svr.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!listener_closed.exchange(true)) svr.stop();
+}
 
 HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
     : engine(engine_in),
@@ -137,14 +275,85 @@ HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
   setup();
 }
 
-CancelCheck HttpServer::Impl::cancel_check(const Request& req) {
+CancelCheck HttpServer::Impl::cancel_check(const Request& req,
+                                           std::shared_ptr<std::atomic<bool>> handler_done) {
   auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port,
                                                  req.remote_addr, req.remote_port);
-  return [this, probe] { return stopping.load() || probe->peer_closed(); };
+  return [this, probe, handler_done] {
+    RequestRecord* rec = current_request_record();
+    if (stopping.load() || (deadline_passed.load() && !handler_done->load())) {
+      if (rec) rec->abort_cause = RequestRecord::AbortCause::kShutdown;
+      return true;
+    }
+    if (probe->peer_closed()) {
+      if (rec) rec->abort_cause = RequestRecord::AbortCause::kClientGone;
+      return true;
+    }
+    return false;
+  };
+}
+
+template <typename F>
+void HttpServer::Impl::generation(const Request& req, Response& res, F&& serve) {
+  auto handler_done = std::make_shared<std::atomic<bool>>(false);
+  struct Active {  // counted so that a drain also waits for requests not yet submitted
+    std::atomic<int>& n;
+    explicit Active(std::atomic<int>& count) : n(count) { ++n; }
+    ~Active() { --n; }
+  } active(active_handlers);
+  serve(cancel_check(req, handler_done));
+  handler_done->store(true);  // what polls from now on is a streaming content provider
+  if (res.status == 429) res.set_header("Retry-After", std::to_string(kRetryAfterSeconds));
+}
+
+void HttpServer::Impl::log_request(const Request& req, const Response& res) {
+  ThreadRequestState& st = thread_request_state();
+  const bool active = st.active;
+  const RequestRecord rec = active ? st.record : RequestRecord{};
+  const double duration = active ? now_seconds() - st.start_time : 0.0;
+  st.active = false;
+  current_request_record() = nullptr;
+
+  using Cause = RequestRecord::AbortCause;
+  std::optional<FailureReason> failure;
+  const int status = res.status;
+  const bool engine_abort = rec.finish_reason == FinishReason::kAbort;
+  if (rec.abort_cause == Cause::kClientGone && (status == 200 || status == 503))
+    failure = FailureReason::kClientDisconnect;
+  else if (rec.abort_cause == Cause::kShutdown || (engine_abort && deadline_passed.load()))
+    failure = FailureReason::kShutdown;
+  else if (status == 401)
+    failure = FailureReason::kUnauthorized;
+  else if (status == 413)
+    failure = FailureReason::kTooLarge;
+  else if (status == 429)
+    failure = FailureReason::kQueueFull;
+  else if (status == 503)
+    failure = FailureReason::kDraining;
+  else if (status >= 400 && status < 500)
+    failure = FailureReason::kBadRequest;
+  else if (status >= 500)
+    failure = FailureReason::kInternal;
+  if (failure) metrics.record_failure(*failure);
+
+  if (!config.log_requests) return;
+  const char* finish = finish_reason_name(rec.finish_reason);
+  spdlog::info(
+      "request_id={} method={} path={} status={} remote={}:{} prompt_tokens={} "
+      "generated_tokens={} finish_reason={} failure={} duration_s={:.6f}",
+      res.get_header_value("X-Request-Id"), req.method, req.path, status, req.remote_addr,
+      req.remote_port, rec.prompt_tokens, rec.generated_tokens, *finish ? finish : "-",
+      failure ? failure_reason_name(*failure) : "-", duration);
 }
 
 void HttpServer::Impl::setup() {
-  const size_t num_threads = static_cast<size_t>(std::max(config.num_http_threads, 1));
+  size_t num_threads = static_cast<size_t>(config.num_http_threads);
+  if (num_threads == 0) {
+    const int64_t waiting = engine.max_waiting() > 0 ? engine.max_waiting() : 256;
+    num_threads = static_cast<size_t>(std::clamp<int64_t>(
+        int64_t{engine.engine().config().scheduler.max_num_seqs} + waiting + 64, 64, 4096));
+  }
+  spdlog::debug("HTTP worker threads: {}", num_threads);
   svr.new_task_queue = [num_threads] { return make_http_thread_pool(num_threads); };
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
   // server bind a port that is already serving instead of failing.
@@ -153,12 +362,17 @@ void HttpServer::Impl::setup() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   svr.set_payload_max_length(config.max_request_body_bytes);
+  svr.set_keep_alive_timeout(config.keep_alive_timeout_s);
+  svr.set_keep_alive_max_count(1000);
+  svr.set_read_timeout(config.read_timeout_s, 0);
+  svr.set_write_timeout(config.write_timeout_s, 0);
 
   svr.Post("/v1/completions", [this](const Request& req, Response& res) {
-    serving.completions(req, &res, cancel_check(req));
+    generation(req, res, [&](CancelCheck check) { serving.completions(req, &res, check); });
   });
   svr.Post("/v1/chat/completions", [this](const Request& req, Response& res) {
-    serving.chat_completions(req, &res, cancel_check(req));
+    generation(req, res,
+               [&](CancelCheck check) { serving.chat_completions(req, &res, check); });
   });
   svr.Post("/tokenize", [this](const Request& req, Response& res) {
     serving.tokenize(req, &res);
@@ -169,7 +383,9 @@ void HttpServer::Impl::setup() {
   svr.Get("/v1/models", [this](const Request&, Response& res) {
     res.set_content(serving.models().dump(), "application/json");
   });
-  svr.Get("/health", [](const Request&, Response& res) {
+  svr.Get("/health", [this](const Request&, Response& res) {
+    if (draining.load() || stopping.load())
+      return set_error_response(service_unavailable("the server is shutting down"), &res);
     res.set_content("{}", "application/json");
   });
   svr.Get("/metrics", [this](const Request&, Response& res) {
@@ -177,17 +393,34 @@ void HttpServer::Impl::setup() {
   });
 
   svr.set_pre_routing_handler([this](const Request& req, Response& res) {
-    if (config.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + config.api_key)
+    // Every request passes here first (after its body was read): start its record.
+    mark_connection(req, /*busy=*/true);
+    ThreadRequestState& st = thread_request_state();
+    st.active = true;
+    st.start_time = now_seconds();
+    st.record = RequestRecord{};
+    current_request_record() = &st.record;
+    st.record.request_id = ensure_request_id(req, res);
+
+    const bool v1 = req.path.rfind("/v1/", 0) == 0;
+    if ((draining.load() || stopping.load()) &&
+        (v1 || req.path == "/tokenize" || req.path == "/detokenize")) {
+      set_error_response(service_unavailable("the server is shutting down"), &res);
+      return HandlerResponse::Handled;
+    }
+    if (config.api_key.empty() || !v1) return HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (auth.size() >= kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0 &&
+        constant_time_equal(std::string_view(auth).substr(kBearer.size()), config.api_key))
       return HandlerResponse::Unhandled;
-    set_error_response(ApiError{401, "AuthenticationError",
-                                "missing or invalid API key; send 'Authorization: Bearer <key>'",
-                                std::nullopt},
-                       &res);
+    set_error_response(
+        unauthorized("missing or invalid API key; send 'Authorization: Bearer <key>'"), &res);
     return HandlerResponse::Handled;
   });
   svr.set_error_handler(httplib::Server::HandlerWithResponse([](const Request& req,
                                                                 Response& res) {
+    ensure_request_id(req, res);  // requests rejected before routing (413, 400) too
     if (!res.body.empty()) return HandlerResponse::Unhandled;  // a handler's own JSON error
     const ApiError err = transport_error(req, res);
     if (err.http_status == 405) res.set_header("Allow", allowed_method(req.path));
@@ -205,8 +438,10 @@ void HttpServer::Impl::setup() {
     spdlog::error("{} {}: handler threw: {}", req.method, req.path, what);
     set_error_response(internal_error("internal server error: " + what), &res);
   });
-  svr.set_logger([](const Request& req, const Response& res) {
-    spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+  // Called once the response (a stream included) was written, on the request's thread.
+  svr.set_logger([this](const Request& req, const Response& res) {
+    mark_connection(req, /*busy=*/false);
+    log_request(req, res);
   });
 }
 
@@ -240,25 +475,67 @@ Status HttpServer::bind() {
 Status HttpServer::listen() {
   LLMS_RETURN_IF_ERROR(bind());
   impl_->listening = true;
-  if (impl_->stopping.load()) {  // stop() came first
+  if (impl_->stopping.load() || impl_->draining.load()) {  // stop() or shutdown() came first
     impl_->listening = false;
     return Status::Ok();
   }
   spdlog::info("llmserve: serving model '{}' on http://{}:{}", impl_->serving.served_model_name(),
                impl_->config.host, impl_->bound_port.load());
+  std::thread watchdog;
+  if (impl_->config.request_read_timeout_s > 0)
+    watchdog = std::thread([this] { impl_->watchdog_loop(); });
   const bool ok = impl_->svr.listen_after_bind();
+  if (watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(impl_->conn_mu);
+      impl_->watchdog_stop = true;
+    }
+    impl_->watchdog_cv.notify_all();
+    watchdog.join();
+  }
   impl_->listening = false;
-  if (!ok && !impl_->stopping.load())
+  if (!ok && !impl_->stopping.load() && !impl_->draining.load())
     return Status(StatusCode::kInternal, "HTTP server stopped unexpectedly");
   return Status::Ok();
 }
 
 void HttpServer::stop() {
   if (impl_->stopping.exchange(true)) return;
-  // httplib's stop() acts only once its accept loop runs; if listen() is on its way in, wait.
-  while (impl_->listening.load() && !impl_->svr.is_running())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  impl_->svr.stop();
+  impl_->close_listener();
+}
+
+void HttpServer::shutdown(double timeout_s) {
+  Impl& im = *impl_;
+  if (im.draining.exchange(true)) return;
+  const size_t in_flight = im.engine.num_unfinished();
+  spdlog::info("shutting down: draining {} request(s) for up to {} s", in_flight, timeout_s);
+  const double deadline = now_seconds() + std::max(0.0, timeout_s);
+  auto idle = [&] { return im.engine.num_unfinished() == 0 && im.active_handlers.load() == 0; };
+  auto wait_idle = [&](double until, bool keep_aborting) {
+    while (!idle() && now_seconds() < until && !im.stopping.load()) {
+      // Past the deadline, a request submitted by a handler that was still parsing is
+      // aborted too.
+      if (keep_aborting && im.engine.num_unfinished() > 0) im.engine.abort_all();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return idle();
+  };
+  if (!wait_idle(deadline, /*keep_aborting=*/false)) {
+    spdlog::warn("shutdown timeout ({} s): aborting {} request(s)", timeout_s,
+                 im.engine.num_unfinished());
+    im.deadline_passed = true;
+    // Non-streaming handlers notice the deadline at their next poll and answer 503; streams
+    // are then ended by the engine's abort outputs (a final chunk and [DONE]).
+    std::this_thread::sleep_for(std::chrono::duration<double>(3 * kStreamPollSeconds));
+    im.engine.abort_all();
+    wait_idle(now_seconds() + 5.0, /*keep_aborting=*/true);
+  }
+  // Close the listening socket; listen() returns once the HTTP threads have finished writing.
+  im.close_listener();
+}
+
+bool HttpServer::shutting_down() const {
+  return impl_->draining.load() || impl_->stopping.load();
 }
 
 int HttpServer::bound_port() const { return impl_->bound_port.load(); }

@@ -3,11 +3,16 @@
 //   POST /v1/completions        text completion, JSON or SSE stream
 //   POST /v1/chat/completions   chat completion (built-in template), JSON or SSE stream
 //   GET  /v1/models             the one served model
-//   GET  /health                200 "{}"
+//   GET  /health                200 "{}" (503 while shutting down)
 //   GET  /metrics               Prometheus text (vllm:* names)
 //
 // Errors are OpenAI-style JSON ({"error": {message, type, param, code}}): 400 bad input, 401
-// missing/wrong API key, 404 unknown model or path, 405 wrong method on a known path.
+// missing/wrong API key, 404 unknown model or path, 405 wrong method on a known path, 413 body
+// too large, 429 request queue full (with Retry-After), 503 shutting down.
+//
+// Every response carries an X-Request-Id header (the client's, if sane, else a generated one)
+// and every request gets one structured access-log line at info level (see
+// docs/operations.md) unless ServerConfig::log_requests is false.
 //
 // Usage (CLI):
 //   AsyncEngine engine(std::move(llm_engine));
@@ -32,7 +37,8 @@ struct ServerConfig {
   /// TCP port; 0 binds any free port (read it back with HttpServer::bound_port()).
   int port = 8000;
   /// Connections served at once (each streaming request holds one thread while it runs).
-  int num_http_threads = 64;
+  /// 0 = automatic: max_num_seqs + max_waiting (256 when unlimited) + 64, at least 64.
+  int num_http_threads = 0;
   /// The model name clients must use (and see); empty: the engine's served_model_name().
   std::string served_model_name;
   /// Non-empty: every /v1/* request needs "Authorization: Bearer <api_key>" (else 401).
@@ -41,10 +47,25 @@ struct ServerConfig {
   /// (resolve_chat_template). The caller validates it first: one that fails to resolve here
   /// falls back to the built-in template with an error logged.
   std::string chat_template;
-  /// Request bodies larger than this get 413.
-  size_t max_request_body_bytes = size_t{32} << 20;
+  /// Request bodies larger than this get 413 (a declared Content-Length over it is rejected
+  /// without buffering the body). 8 MiB: a 128k-token prompt is well under 1 MiB of text.
+  size_t max_request_body_bytes = size_t{8} << 20;
+  /// One access-log line per request (vLLM's --disable-log-requests turns it off).
+  bool log_requests = true;
+  /// Seconds an idle keep-alive connection is kept open waiting for its next request.
+  int keep_alive_timeout_s = 5;
+  /// Seconds one socket read (request line, headers, body) or write may block.
+  int read_timeout_s = 10;
+  int write_timeout_s = 10;
+  /// A connection that has not delivered a complete request (headers and body) this many
+  /// seconds after it opened or after its previous response is closed: the defence against
+  /// clients that trickle their headers a byte at a time (each read is within
+  /// read_timeout_s, so httplib alone would wait forever). Checked about once a second.
+  /// 0 = off.
+  int request_read_timeout_s = 60;
 
-  /// port in [0, 65535], num_http_threads >= 1, non-empty host.
+  /// port in [0, 65535], num_http_threads in [0, 4096], non-empty host, timeouts >= 1
+  /// (request_read_timeout_s >= 0).
   Status validate() const;
 };
 
@@ -66,6 +87,17 @@ class HttpServer {
   /// Asks listen() to return: stops accepting, aborts requests still waiting on the engine,
   /// and waits for the HTTP threads. Thread-safe, idempotent; callable before listen().
   void stop();
+
+  /// Graceful shutdown (SIGTERM): new requests get 503 (and /health 503) while the requests
+  /// in flight run to completion for up to timeout_s seconds; what remains then is aborted (a
+  /// non-streaming request gets 503, a stream ends with a finish_reason "abort" chunk and
+  /// [DONE]). Then the listening socket is closed and listen() returns once every HTTP thread
+  /// finished (an idle keep-alive connection may add up to keep_alive_timeout_s). Blocking;
+  /// call from a thread other than listen()'s. stop() may still cut it short.
+  void shutdown(double timeout_s);
+
+  /// True once shutdown() (draining) or stop() began.
+  bool shutting_down() const;
 
   /// The bound TCP port (the real one when config.port was 0); 0 before bind().
   int bound_port() const;

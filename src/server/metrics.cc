@@ -150,6 +150,33 @@ void ServerMetrics::record_abort(RequestMetricsState* state) {
   ++num_finished_abort_;
 }
 
+const char* failure_reason_name(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kBadRequest: return "bad_request";
+    case FailureReason::kUnauthorized: return "unauthorized";
+    case FailureReason::kTooLarge: return "too_large";
+    case FailureReason::kQueueFull: return "queue_full";
+    case FailureReason::kDraining: return "draining";
+    case FailureReason::kClientDisconnect: return "client_disconnect";
+    case FailureReason::kShutdown: return "shutdown";
+    case FailureReason::kInternal: return "internal";
+    case FailureReason::kCount: break;
+  }
+  return "unknown";
+}
+
+void ServerMetrics::record_failure(FailureReason reason) {
+  LLMS_CHECK(reason != FailureReason::kCount);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++num_failures_[static_cast<size_t>(reason)];
+}
+
+int64_t ServerMetrics::num_failures(FailureReason reason) const {
+  LLMS_CHECK(reason != FailureReason::kCount);
+  std::lock_guard<std::mutex> lock(mu_);
+  return num_failures_[static_cast<size_t>(reason)];
+}
+
 void ServerMetrics::record_finished(const RequestOutput& final_output) {
   LLMS_CHECK(final_output.finished);
   RequestMetricsState state;
@@ -229,6 +256,15 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
     add_sample("vllm:request_success_total",
                fmt::format("{},finished_reason=\"{}\"", labels, reason), static_cast<double>(n),
                &out);
+
+  add_header("llmserve:request_failure_total", "counter",
+             "HTTP requests that did not end normally, by reason (rejections and aborts).",
+             &out);
+  for (size_t i = 0; i < num_failures_.size(); ++i)
+    add_sample("llmserve:request_failure_total",
+               fmt::format("{},reason=\"{}\"", labels,
+                           failure_reason_name(static_cast<FailureReason>(i))),
+               static_cast<double>(num_failures_[i]), &out);
 
   const struct {
     const char* name;

@@ -32,11 +32,20 @@
 //   vllm:generation_tokens_total   output tokens as they arrive
 //   vllm:num_preemptions_total     growth of each request's preemption count
 //   vllm:request_success_total{finished_reason="stop"|"length"|"abort"}
+//
+// Counted by the HTTP layer, once per HTTP request that did not end normally (see
+// docs/operations.md; every reason is always rendered, from 0):
+//   llmserve:request_failure_total{reason="bad_request"|"unauthorized"|"too_large"|
+//       "queue_full"|"draining"|"client_disconnect"|"shutdown"|"internal"}
+// Aborts are also in vllm:request_success_total{finished_reason="abort"} (vLLM's convention);
+// this counter says why.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/request_output.h"
@@ -80,6 +89,21 @@ std::string prometheus_number(double value);
 /// Escapes a label value (backslash, double quote, newline).
 std::string prometheus_label_value(const std::string& value);
 
+/// Why an HTTP request failed (llmserve:request_failure_total{reason}).
+enum class FailureReason {
+  kBadRequest,        // 4xx other than the ones below (400, 404, 405, ...)
+  kUnauthorized,      // 401: missing or wrong API key
+  kTooLarge,          // 413: body over --max-request-body-bytes
+  kQueueFull,         // 429: --max-waiting requests already waiting
+  kDraining,          // 503: arrived while the server was shutting down
+  kClientDisconnect,  // aborted: the client went away before the response was complete
+  kShutdown,          // aborted: still running at the shutdown deadline
+  kInternal,          // 5xx other than 503
+  kCount
+};
+/// The label value: "bad_request", "unauthorized", ...
+const char* failure_reason_name(FailureReason reason);
+
 /// What the server has seen of one request so far. Owned by whoever reads the request's
 /// outputs (one thread); passed to ServerMetrics with each output.
 struct RequestMetricsState {
@@ -104,6 +128,11 @@ class ServerMetrics {
   /// The server gave up on a request (client gone, server stopping) before its last output:
   /// counts it as finished_reason "abort" (no histograms). No-op if `state` is done.
   void record_abort(RequestMetricsState* state);
+
+  /// One HTTP request failed for `reason`.
+  void record_failure(FailureReason reason);
+  /// The current count for `reason` (tests, logs).
+  int64_t num_failures(FailureReason reason) const;
 
   /// Shorthands for a request whose only output the server saw is `final_output` / none.
   void record_finished(const RequestOutput& final_output);
@@ -131,6 +160,7 @@ class ServerMetrics {
   int64_t num_finished_stop_ = 0;
   int64_t num_finished_length_ = 0;
   int64_t num_finished_abort_ = 0;
+  std::array<int64_t, static_cast<size_t>(FailureReason::kCount)> num_failures_{};
 };
 
 }  // namespace llmserve

@@ -148,6 +148,22 @@ TEST(ServerMetrics, InterTokenGapsOnePerOutputAndOnlyForFinishedRequests) {
   EXPECT_TRUE(std::isnan(page.value(bucket("vllm:request_prompt_tokens", "200.0"))));
 }
 
+TEST(ServerMetrics, FailureCountersRenderEveryReasonFromZero) {
+  ServerMetrics m;
+  m.record_failure(FailureReason::kQueueFull);
+  m.record_failure(FailureReason::kQueueFull);
+  m.record_failure(FailureReason::kClientDisconnect);
+  const PrometheusPage page = parse_prometheus_text(m.render(EngineStats{}, "m"));
+  EXPECT_TRUE(page.errors.empty()) << page.error_text();
+  EXPECT_EQ(page.types.at("llmserve:request_failure_total"), "counter");
+  const std::string prefix = "llmserve:request_failure_total{model_name=\"m\",reason=\"";
+  const std::map<std::string, double> want = {
+      {"bad_request", 0}, {"unauthorized", 0}, {"too_large", 0}, {"queue_full", 2},
+      {"draining", 0}, {"client_disconnect", 1}, {"shutdown", 0}, {"internal", 0}};
+  for (const auto& [reason, n] : want) EXPECT_EQ(page.value(prefix + reason + "\"}"), n) << reason;
+  EXPECT_EQ(m.num_failures(FailureReason::kQueueFull), 2);
+}
+
 TEST(ServerMetrics, OneTokenRequestsHaveNoTpotOrInterTokenLatency) {
   ServerMetrics m;
   RequestOutput o = output(1, 11.0);
@@ -256,6 +272,7 @@ TEST(MetricsHttp, EveryFamilyHasHelpTypeAndIsListedOnce) {
       {"vllm:generation_tokens_total", "counter"},
       {"vllm:num_preemptions_total", "counter"},
       {"vllm:request_success_total", "counter"},
+      {"llmserve:request_failure_total", "counter"},
       {"vllm:time_to_first_token_seconds", "histogram"},
       {"vllm:inter_token_latency_seconds", "histogram"},
       {"vllm:time_per_output_token_seconds", "histogram"},
