@@ -5,11 +5,16 @@
 namespace llmserve {
 namespace {
 
-/// Length of the longest suffix of `text` that is a proper prefix of some stop string.
-size_t held_back_suffix(const std::string& text, const std::vector<std::string>& stops) {
+/// Length of the longest suffix of `text` that is a proper prefix of some stop string,
+/// starting at or after `emitted`. Text before `emitted` was sent because no stop string could
+/// start there, and more text cannot change that, so only the unsent tail is scanned.
+size_t held_back_suffix(const std::string& text, const std::vector<std::string>& stops,
+                        size_t emitted) {
   size_t best = 0;
+  const size_t unsent = text.size() - std::min(emitted, text.size());
   for (const std::string& s : stops) {
-    const size_t max_len = std::min(text.size(), s.size() - 1);
+    if (s.empty()) continue;
+    const size_t max_len = std::min(unsent, s.size() - 1);
     for (size_t len = max_len; len > best; --len)
       if (text.compare(text.size() - len, len, s, 0, len) == 0) {
         best = len;
@@ -19,11 +24,15 @@ size_t held_back_suffix(const std::string& text, const std::vector<std::string>&
   return best;
 }
 
-/// Finds the earliest stop string occurrence that ends in the text added since `from`.
+/// Finds the earliest stop string occurrence that ends in the text added since `from`
+/// (text[from..]); occurrences wholly inside text[..from] (possible while min_tokens defers
+/// the check) are not matches, as in vLLM. With several stop strings the earliest start wins
+/// (a stop string that is a prefix of another one wins at the same start).
 size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t from) {
   size_t found = std::string::npos;
   for (const std::string& s : stops) {
-    const size_t start = from > s.size() ? from - s.size() : 0;
+    // An occurrence ending past `from` starts at from - s.size() + 1 or later.
+    const size_t start = from + 1 > s.size() ? from + 1 - s.size() : 0;
     const size_t pos = text.find(s, start);
     if (pos != std::string::npos) found = std::min(found, pos);
   }
@@ -50,6 +59,8 @@ FinishReason append_token(Request& req, int32_t token, const Tokenizer& tokenize
     const size_t pos = find_stop(req.output_text, p.stop, old_size);
     if (pos != std::string::npos) {
       req.output_text.resize(pos);
+      // Bytes of an unfinished character after the cut are dropped with the stop text.
+      (void)req.detokenizer.flush();
       req.num_text_emitted = std::min(req.num_text_emitted, pos);
       return FinishReason::kStop;
     }
@@ -60,11 +71,11 @@ FinishReason append_token(Request& req, int32_t token, const Tokenizer& tokenize
 }
 
 void take_text_delta(Request& req, bool finished, std::string& delta) {
-  if (finished && req.finish_reason != FinishReason::kStop) {
-    req.output_text += req.detokenizer.flush();
-  }
+  // At the end the detokenizer releases an unfinished character (as U+FFFD); after a stop
+  // string it holds nothing (append_token emptied it), so the cut text stays cut.
+  if (finished) req.output_text += req.detokenizer.flush();
   size_t end = req.output_text.size();
-  if (!finished) end -= held_back_suffix(req.output_text, req.params.stop);
+  if (!finished) end -= held_back_suffix(req.output_text, req.params.stop, req.num_text_emitted);
   if (end > req.num_text_emitted) {
     delta.assign(req.output_text, req.num_text_emitted, end - req.num_text_emitted);
     req.num_text_emitted = end;

@@ -20,6 +20,12 @@ namespace {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+/// The X-Request-Id of the HTTP request this thread serves ("" outside the HTTP server).
+std::string_view current_request_id() {
+  const RequestRecord* rec = current_request_record();
+  return rec ? std::string_view(rec->request_id) : std::string_view();
+}
+
 }  // namespace
 
 void set_error_response(const ApiError& error, httplib::Response* res) {
@@ -37,6 +43,8 @@ struct OpenAIServing::Generation {
   int32_t last_prompt_token = -1;  // detokenization context of the first generated token
   bool stream = false;
   bool include_usage = false;
+  /// Completions "echo": prepended to every choice's text (streaming: to its first chunk).
+  std::optional<std::string> echo_text;
 };
 
 OpenAIServing::OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics,
@@ -88,12 +96,56 @@ int32_t OpenAIServing::context_room(size_t prompt_len) const {
   return static_cast<int32_t>(std::max<int64_t>(limit - static_cast<int64_t>(prompt_len), 1));
 }
 
-std::optional<ApiError> OpenAIServing::finish_params(std::optional<int32_t> max_tokens,
-                                                     int32_t default_max_tokens,
+std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& options,
+                                                     const std::vector<int32_t>& prompt_ids,
+                                                     const char* prompt_param,
                                                      SamplingParams* params) const {
-  params->max_tokens = max_tokens.value_or(default_max_tokens);
-  Status st = params->validate(engine_.engine().tokenizer().vocab_size());
+  const LLMEngine& e = engine_.engine();
+  const int64_t n = static_cast<int64_t>(prompt_ids.size());
+  params->max_tokens = options.max_tokens.value_or(context_room(prompt_ids.size()));
+  const int32_t vocab = e.tokenizer().vocab_size();
+  Status st = params->validate(vocab);
   if (!st.ok()) return api_error_from_status(st);
+  if (options.top_k_sent && params->top_k > vocab)
+    return bad_request(fmt::format("'top_k' = {} is larger than the vocabulary ({} tokens); "
+                                   "use -1 to disable top-k",
+                                   params->top_k, vocab),
+                       "top_k");
+  if (n == 0)
+    return bad_request(fmt::format("'{}' is empty after tokenization (0 tokens)", prompt_param),
+                       prompt_param);
+  for (size_t i = 0; i < prompt_ids.size(); ++i)
+    if (prompt_ids[i] < 0 || prompt_ids[i] >= vocab)
+      return bad_request(fmt::format("prompt token id {} at position {} is outside the "
+                                     "vocabulary [0, {})",
+                                     prompt_ids[i], i, vocab),
+                         prompt_param);
+  const int64_t max_len = e.max_model_len();
+  // A prompt of max_model_len tokens leaves no room for the one token every request makes.
+  if (n >= max_len)
+    return bad_request(fmt::format("the prompt has {} tokens, but this model's maximum context "
+                                   "length is {} tokens and at least 1 must be left for the "
+                                   "completion (at most {} prompt tokens)",
+                                   n, max_len, max_len - 1),
+                       prompt_param);
+  if (n + params->max_tokens > max_len)
+    return bad_request(fmt::format("this model's maximum context length is {} tokens; the "
+                                   "request asks for {} tokens ({} in the prompt, {} for "
+                                   "max_tokens)",
+                                   max_len, n + params->max_tokens, n, params->max_tokens),
+                       options.max_tokens ? "max_tokens" : prompt_param);
+  const int64_t block_size = e.config().cache.block_size;
+  const int64_t pool_blocks = e.config().cache.num_kv_blocks;
+  if (block_size > 0 && pool_blocks > 0) {
+    const int64_t need = (n + params->max_tokens + block_size - 1) / block_size;
+    if (need > pool_blocks)
+      return bad_request(fmt::format("the request needs {} tokens of KV cache ({} blocks of {}), "
+                                     "more than the whole pool of {} blocks ({} in the prompt, "
+                                     "{} for max_tokens)",
+                                     n + params->max_tokens, need, block_size, pool_blocks, n,
+                                     params->max_tokens),
+                         options.max_tokens ? "max_tokens" : prompt_param);
+  }
   return std::nullopt;
 }
 
@@ -108,7 +160,7 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
   if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
 
   Generation gen;
-  gen.meta = {ApiKind::kCompletion, make_response_id(ApiKind::kCompletion), unix_time_now(),
+  gen.meta = {ApiKind::kCompletion, make_response_id(ApiKind::kCompletion, current_request_id()), unix_time_now(),
               served_model_name_};
   gen.request.arrival_time = arrival_time;
   gen.request.prompt_token_ids =
@@ -118,10 +170,19 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
           : std::move(parsed.prompt_token_ids);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
-  if (auto err = finish_params(parsed.options.max_tokens,
-                               context_room(gen.request.prompt_token_ids.size()),
+  if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "prompt",
                                &gen.request.params))
     return set_error_response(*err, res);
+  if (parsed.echo) {
+    // The prompt as sent; a token-id prompt is detokenized like generated text is rendered.
+    if (parsed.prompt_text) {
+      gen.echo_text = std::move(*parsed.prompt_text);
+    } else {
+      DecodeOptions opt;
+      opt.skip_special_tokens = gen.request.params.skip_special_tokens;
+      gen.echo_text = engine_.engine().tokenizer().decode(gen.request.prompt_token_ids, opt);
+    }
+  }
   gen.n = parsed.options.n;
   gen.stream = parsed.options.stream;
   gen.include_usage = parsed.options.include_usage;
@@ -139,7 +200,7 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
 
   Generation gen;
-  gen.meta = {ApiKind::kChat, make_response_id(ApiKind::kChat), unix_time_now(),
+  gen.meta = {ApiKind::kChat, make_response_id(ApiKind::kChat, current_request_id()), unix_time_now(),
               served_model_name_};
   gen.request.arrival_time = arrival_time;
   if (auto err = chat_prompt_ids(req.body, parsed.messages, /*add_special=*/false,
@@ -147,8 +208,7 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
     return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
-  if (auto err = finish_params(parsed.options.max_tokens,
-                               context_room(gen.request.prompt_token_ids.size()),
+  if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "messages",
                                &gen.request.params))
     return set_error_response(*err, res);
   gen.n = parsed.options.n;
@@ -216,6 +276,7 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
         finish_reason = FinishReason::kAbort;
     }
     usage.completion_tokens += tokens;
+    if (gen.echo_text) choices[i].text.insert(0, *gen.echo_text);
     if (gen.logprobs) choices[i].logprobs = logprobs.take();
   }
   res->set_content(dump(full_response(gen.meta, choices, usage)), "application/json");
@@ -238,6 +299,7 @@ struct StreamState {
   std::vector<LogprobsBuilder> logprobs;  // one per choice index when requested, else empty
   ResponseMeta meta;
   bool include_usage = false;
+  std::optional<std::string> echo_text;  // prefixed to each choice's first chunk
   Usage usage;
   CancelCheck should_cancel;
 };
@@ -256,6 +318,7 @@ bool StreamState::pump(httplib::DataSink& sink) {
   // of kStreamPollSeconds, and whether to give up is asked at least every kStreamPollSeconds.
   std::vector<int32_t> tokens(n, 0);
   std::vector<uint8_t> done(n, 0);
+  std::vector<uint8_t> echoed(n, echo_text ? 0 : 1);
   int32_t remaining = n;
   double last_cancel_check = now_seconds();
   while (remaining > 0) {
@@ -277,6 +340,10 @@ bool StreamState::pump(httplib::DataSink& sink) {
                                                              : out->finish_reason;
         // Logprobs of tokens whose text is still held back ride with the next chunk.
         nlohmann::json lp = logprobs.empty() ? nlohmann::json(nullptr) : logprobs[i].take();
+        if (!echoed[i]) {
+          out->new_text.insert(0, *echo_text);
+          echoed[i] = 1;
+        }
         if (!write(sse_event(
                 delta_chunk(meta, out->new_text, reason, include_usage, i, std::move(lp))))) {
           abort_all();
@@ -312,6 +379,7 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
   auto state = std::make_shared<StreamState>(std::move(inflight));
   state->meta = std::move(gen.meta);
   state->include_usage = gen.include_usage;
+  state->echo_text = std::move(gen.echo_text);
   if (gen.logprobs)
     for (int32_t i = 0; i < gen.n; ++i)
       state->logprobs.emplace_back(state->meta.kind, &engine_.engine().tokenizer(),

@@ -67,8 +67,15 @@ class OpenAIServing {
   /// Default max_tokens when a request sends none (both endpoints): the rest of the context
   /// window after a prompt of prompt_len tokens, capped by the KV pool, at least 1.
   int32_t context_room(size_t prompt_len) const;
-  std::optional<ApiError> finish_params(std::optional<int32_t> max_tokens,
-                                        int32_t default_max_tokens, SamplingParams* params) const;
+  /// Sets params->max_tokens (options.max_tokens, else context_room) and checks the request
+  /// as the engine would, but with the offending field as `param`: SamplingParams::validate,
+  /// top_k (when sent) <= vocabulary size, prompt ids in the vocabulary and non-empty,
+  /// prompt < max_model_len tokens (one generated token must fit), prompt + max_tokens <=
+  /// max_model_len and within the KV pool. `prompt_param` names the prompt's field
+  /// ("prompt" or "messages"). The engine's own check still runs at submit.
+  std::optional<ApiError> finish_params(const GenerationOptions& options,
+                                        const std::vector<int32_t>& prompt_ids,
+                                        const char* prompt_param, SamplingParams* params) const;
   void generate(Generation gen, httplib::Response* res, const CancelCheck& should_cancel);
   /// One InflightRequest per sample ("n"), in choice-index order.
   using InflightList = std::vector<std::unique_ptr<InflightRequest>>;

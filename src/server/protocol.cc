@@ -68,10 +68,12 @@ std::optional<ApiError> read_float(const json& body, const char* name, float* ou
   return std::nullopt;
 }
 
-std::optional<ApiError> read_bool(const json& body, const char* name, bool* out) {
+/// `param` names the field in errors when it differs from `name` (nested fields).
+std::optional<ApiError> read_bool(const json& body, const char* name, bool* out,
+                                  const char* param = nullptr) {
   const json* v = find_field(body, name);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) return type_error(name, "a boolean", *v, name);
+  if (!v->is_boolean()) return type_error(name, "a boolean", *v, param ? param : name);
   *out = v->get<bool>();
   return std::nullopt;
 }
@@ -99,6 +101,10 @@ std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* ou
     return std::nullopt;
   }
   if (!v->is_array()) return type_error("stop", "a string or a list of strings", *v, "stop");
+  if (v->size() > kMaxStopStrings)
+    return bad_request(fmt::format("'stop' may hold at most {} strings, got {}", kMaxStopStrings,
+                                   v->size()),
+                       "stop");
   for (size_t i = 0; i < v->size(); ++i) {
     const json& s = (*v)[i];
     if (!s.is_string()) return type_error(fmt::format("stop[{}]", i), "a string", s, "stop");
@@ -107,13 +113,14 @@ std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* ou
   return std::nullopt;
 }
 
-/// Rejects options we do not implement rather than silently ignoring them.
-std::optional<ApiError> reject_unsupported(const json& body, bool chat) {
-  if (!chat) {
-    bool echo = false;
-    if (auto err = read_bool(body, "echo", &echo)) return err;
-    if (echo) return bad_request("'echo' = true is not supported yet", "echo");
-  }
+/// Completions "echo": a boolean; with logprobs it would need the prompt tokens' logprobs,
+/// which the engine does not compute, so that combination is rejected.
+std::optional<ApiError> read_echo(const json& body, const SamplingParams& p, bool* echo) {
+  if (auto err = read_bool(body, "echo", echo)) return err;
+  if (*echo && p.logprobs >= 0)
+    return bad_request("echo with logprobs (prompt logprobs) is not supported: send 'echo' or "
+                       "'logprobs', not both",
+                       "echo");
   return std::nullopt;
 }
 
@@ -151,7 +158,15 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
     out->model = model->get<std::string>();
   }
   SamplingParams& p = out->params;
-  if (auto err = read_float(body, "temperature", &p.temperature)) return err;
+  if (const json* t = find_field(body, "temperature")) {
+    if (auto err = read_float(body, "temperature", &p.temperature)) return err;
+    // OpenAI's documented range. `!(a && b)` also rejects NaN; a double beyond float's range
+    // (1e300) arrives here as inf. (1e400 overflows the double: parse_json_object's error.)
+    if (!(p.temperature >= 0.0f && p.temperature <= kMaxApiTemperature))
+      return bad_request(fmt::format("'temperature' must be between 0 and {} (OpenAI's range), "
+                                     "got {}", kMaxApiTemperature, t->get<double>()),
+                         "temperature");
+  }
   if (auto err = read_float(body, "top_p", &p.top_p)) return err;
   if (auto err = read_logprobs(body, chat, &p)) return err;
   if (auto err = read_float(body, "min_p", &p.min_p)) return err;
@@ -170,7 +185,10 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   }
   std::optional<int32_t> top_k;
   if (auto err = read_int32(body, "top_k", &top_k)) return err;
-  if (top_k) p.top_k = *top_k;
+  if (top_k) {
+    p.top_k = *top_k;
+    out->top_k_sent = true;
+  }
   if (const json* seed = find_field(body, "seed")) {
     std::optional<int64_t> s = as_int64(*seed);
     if (!s) return type_error("seed", "an integer", *seed, "seed");
@@ -192,6 +210,10 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
       return type_error("priority", "a 32-bit integer", *prio, "priority");
     out->priority = static_cast<int32_t>(*v);
   }
+  if (const json* user = find_field(body, "user")) {
+    if (!user->is_string()) return type_error("user", "a string", *user, "user");
+    out->user = user->get<std::string>();
+  }
 
   if (auto err = read_int32(body, "max_tokens", &out->max_tokens)) return err;
   if (chat) {
@@ -207,9 +229,10 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
     if (!out->stream)
       return bad_request("'stream_options' can only be set when 'stream' is true",
                          "stream_options");
-    if (auto err = read_bool(*so, "include_usage", &out->include_usage)) return err;
+    if (auto err = read_bool(*so, "include_usage", &out->include_usage, "stream_options"))
+      return err;
   }
-  return reject_unsupported(body, chat);
+  return std::nullopt;
 }
 
 std::optional<ApiError> read_prompt(const json& body, CompletionRequest* out) {
@@ -217,6 +240,7 @@ std::optional<ApiError> read_prompt(const json& body, CompletionRequest* out) {
   if (!prompt) return bad_request("'prompt' is required", "prompt");
   if (prompt->is_string()) {
     out->prompt_text = prompt->get<std::string>();
+    if (out->prompt_text->empty()) return bad_request("'prompt' must not be empty", "prompt");
     return std::nullopt;
   }
   constexpr const char* kShape = "a string, a list of token ids, or a list holding one of those";
@@ -231,6 +255,8 @@ std::optional<ApiError> read_prompt(const json& body, CompletionRequest* out) {
                          "prompt");
     if (first.is_string()) {
       out->prompt_text = first.get<std::string>();
+      if (out->prompt_text->empty())
+        return bad_request("'prompt[0]' must not be empty", "prompt");
       return std::nullopt;
     }
     if (first.empty()) return bad_request("'prompt[0]' must not be an empty list", "prompt");
@@ -322,9 +348,25 @@ std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
   if (json_nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
     return bad_request(fmt::format("request body nests arrays/objects deeper than {} levels",
                                    kMaxJsonDepth));
+  // The top-level key being read, so that a number too large for a double (1e400: JSON has
+  // no infinity and nlohmann refuses to round it to one) is blamed on its field.
+  std::string top_key;
+  const json::parser_callback_t track_key = [&top_key](int depth, json::parse_event_t event,
+                                                       json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string())
+      top_key = parsed.get<std::string>();
+    return true;
+  };
   try {
-    *out = json::parse(body);
-  } catch (const json::exception& e) {  // parse_error, out_of_range (number overflow)
+    *out = json::parse(body, track_key);
+  } catch (const json::out_of_range& e) {  // number overflow
+    std::optional<std::string> param;
+    if (!top_key.empty()) param = top_key;
+    return bad_request(
+        fmt::format("request body is not valid JSON: {}{}",
+                    top_key.empty() ? "" : fmt::format("'{}': ", top_key), e.what()),
+        param);
+  } catch (const json::exception& e) {  // parse_error: syntax, invalid UTF-8
     return bad_request(fmt::format("request body is not valid JSON: {}", e.what()));
   }
   if (!out->is_object())
@@ -334,7 +376,8 @@ std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
 
 std::optional<ApiError> parse_completion_request(const json& body, CompletionRequest* out) {
   if (auto err = read_prompt(body, out)) return err;
-  return read_options(body, /*chat=*/false, &out->options);
+  if (auto err = read_options(body, /*chat=*/false, &out->options)) return err;
+  return read_echo(body, out->options.params, &out->echo);
 }
 
 std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>* out) {

@@ -1,6 +1,9 @@
-// OpenAI request bodies -> plain structs. Only the shape and types of fields are checked here;
-// value ranges (temperature >= 0, top_p in (0, 1], ...) are SamplingParams::validate's job and
-// prompt-length limits are the engine's. Unknown fields are ignored, as OpenAI and vLLM do.
+// OpenAI request bodies -> plain structs. The shape and types of fields are checked here, plus
+// the ranges that are the API's own contract rather than the engine's (n, logprobs,
+// temperature in OpenAI's [0, 2], non-empty prompt); the other value ranges (top_p in (0, 1],
+// penalties, ...) are SamplingParams::validate's job, and prompt-length limits are checked by
+// OpenAIServing before the engine sees the request. Unknown fields are ignored, as OpenAI and
+// vLLM do.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,13 @@ namespace llmserve {
 
 /// Largest accepted "n" (choices per request); more is a 400 naming "n".
 inline constexpr int32_t kMaxN = 16;
+/// Most stop strings a request may send (OpenAI allows 4, vLLM any number). They are matched
+/// on the engine thread after every token, so thousands of them would slow every request in
+/// the batch (measured: 100000 stop strings of 80 bytes, 3-5 ms per token).
+inline constexpr size_t kMaxStopStrings = 64;
+/// Largest accepted "temperature" (OpenAI's documented range is [0, 2]; the engine itself
+/// accepts any finite value >= 0, e.g. from the CLI).
+inline constexpr float kMaxApiTemperature = 2.0f;
 
 /// Fields shared by /v1/completions and /v1/chat/completions.
 struct GenerationOptions {
@@ -33,6 +43,10 @@ struct GenerationOptions {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t priority = 0;        // --scheduling-policy priority: lower runs first
+  /// "top_k" was sent (OpenAIServing then bounds it by the vocabulary size).
+  bool top_k_sent = false;
+  /// "user": an end-user id (OpenAI); accepted and otherwise ignored.
+  std::optional<std::string> user;
   /// Completions: add the tokenizer's BOS/EOS around a text prompt (vLLM, default true);
   /// special-token text in the prompt is never parsed as special tokens.
   bool add_special_tokens = true;
@@ -43,6 +57,9 @@ struct CompletionRequest {
   GenerationOptions options;
   std::optional<std::string> prompt_text;  // "prompt": "..." or ["..."]
   std::vector<int32_t> prompt_token_ids;   // "prompt": [1, 2, 3] or [[1, 2, 3]]
+  /// "echo": the reply text starts with the prompt (as sent, or the detokenized token ids).
+  /// Never together with logprobs (prompt logprobs are not computed: a 400 naming "echo").
+  bool echo = false;
 };
 
 /// One chat message; a list of {"type": "text", "text": ...} parts is joined with "\n".
@@ -59,12 +76,16 @@ struct ChatCompletionRequest {
   bool continue_final_message = false;
 };
 
-/// Parses an HTTP body that must be a JSON object. Errors: 400 naming the parse position.
+/// Parses an HTTP body that must be a JSON object (valid UTF-8, nested <= 64 levels).
+/// Errors: 400 with the parser's message (position included) and param null; a number that
+/// overflows a double (1e400) names its top-level field as param.
 std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::json* out);
 
 /// Reads a /v1/completions body. Returns a 400 error naming the field (param) and the
-/// offending value for missing or wrong-typed fields, batched prompts and unsupported
-/// options (echo), logprobs / top_logprobs outside 0..20 and n outside 1..kMaxN.
+/// offending value for missing or wrong-typed fields, an empty prompt ("" or []), batched
+/// prompts, echo together with logprobs, logprobs / top_logprobs outside 0..20, n outside
+/// 1..kMaxN, more than kMaxStopStrings stop strings and temperature outside
+/// [0, kMaxApiTemperature] (NaN / infinity included).
 std::optional<ApiError> parse_completion_request(const nlohmann::json& body,
                                                  CompletionRequest* out);
 

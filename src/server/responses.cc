@@ -10,10 +10,11 @@ namespace llmserve {
 
 using nlohmann::json;
 
-std::string make_response_id(ApiKind kind) {
+std::string make_response_id(ApiKind kind, std::string_view request_id) {
+  const char* prefix = kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
+  if (!request_id.empty()) return fmt::format("{}{}", prefix, request_id);
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{}{:016x}{:016x}", kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", rng(),
-                     rng());
+  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
 }
 
 int64_t unix_time_now() {

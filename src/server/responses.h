@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,8 +32,9 @@ struct Usage {
   int32_t completion_tokens = 0;
 };
 
-/// A fresh response id: "cmpl-" (completion) or "chatcmpl-" (chat) + 32 random hex digits.
-std::string make_response_id(ApiKind kind);
+/// The response id: "cmpl-" (completion) or "chatcmpl-" (chat) + `request_id` (the HTTP
+/// request's X-Request-Id, as vLLM does), or + 32 random hex digits when it is empty.
+std::string make_response_id(ApiKind kind, std::string_view request_id = {});
 /// Seconds since the Unix epoch (the "created" field).
 int64_t unix_time_now();
 

@@ -220,7 +220,8 @@ TEST(HttpApi, NChoicesWithIndexesSummedUsageAndPerSampleSeeds) {
   EXPECT_EQ(body["choices"][1]["message"]["role"], "assistant");
   EXPECT_EQ(body["usage"]["completion_tokens"], 4);
 
-  // A sample the engine rejects (too long) rejects the request; nothing stays queued.
+  // A request too long for the context with n = 2 is rejected as a whole (by the server's
+  // length check, before any sample is queued); nothing stays queued.
   r = ts.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 300}, {"n", 2}});
   EXPECT_EQ(r->status, 400);
   EXPECT_TRUE(wait_for([&] { return ts.fake().stats().num_free_blocks ==
@@ -255,7 +256,7 @@ TEST(HttpApi, BadInputGivesOpenAIErrors) {
       {"/v1/completions", R"({"prompt": []})", 400, "prompt", {"empty"}},
       {"/v1/completions", R"({"prompt": ["a", "b"]})", 400, "prompt", {"2 prompts"}},
       {"/v1/completions", R"({"prompt": [1, "x"]})", 400, "prompt", {"prompt[1]"}},
-      {"/v1/completions", R"({"prompt": [5, 100000]})", 400, std::nullopt, {"100000"}},
+      {"/v1/completions", R"({"prompt": [5, 100000]})", 400, "prompt", {"100000"}},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": "abc"})", 400, "max_tokens",
        {"max_tokens", "abc"}},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens", {"0"}},
@@ -300,7 +301,9 @@ TEST(HttpApi, BadInputGivesOpenAIErrors) {
       {"/v1/completions", R"({"prompt": "x", "min_tokens": 1.5})", 400, "min_tokens", {}},
       {"/v1/completions", R"({"prompt": "x", "min_tokens": 300})", 400, "min_tokens",
        {"300"}},
-      {"/v1/completions", R"({"prompt": "x", "echo": true})", 400, "echo", {}},
+      {"/v1/completions", R"({"prompt": "x", "echo": true, "logprobs": 0})", 400, "echo",
+       {"prompt logprobs"}},
+      {"/v1/completions", R"({"prompt": "x", "echo": 1})", 400, "echo", {}},
       {"/v1/completions", R"({"prompt": "x", "logprobs": 21})", 400, "logprobs", {"21"}},
       {"/v1/completions", R"({"prompt": "x", "logprobs": -1})", 400, "logprobs", {"-1"}},
       {"/v1/completions", R"({"prompt": "x", "logprobs": "5"})", 400, "logprobs", {}},
@@ -315,9 +318,9 @@ TEST(HttpApi, BadInputGivesOpenAIErrors) {
        {}},
       {"/v1/completions", R"({"prompt": "x", "model": 7})", 400, "model", {}},
       {"/v1/completions", R"({"prompt": "x", "model": "gpt-4"})", 404, "model", {"gpt-4"}},
-      {"/v1/completions", R"({"prompt": )" + long_prompt + "}", 400, std::nullopt,
+      {"/v1/completions", R"({"prompt": )" + long_prompt + "}", 400, "prompt",
        {"300", "256"}},
-      {"/v1/completions", R"({"prompt": "hello", "max_tokens": 251})", 400, std::nullopt,
+      {"/v1/completions", R"({"prompt": "hello", "max_tokens": 251})", 400, "max_tokens",
        {"251", "256"}},
       {"/v1/chat/completions", "{}", 400, "messages", {"messages", "required"}},
       {"/v1/chat/completions", R"({"messages": "hi"})", 400, "messages", {"hi"}},
@@ -336,7 +339,7 @@ TEST(HttpApi, BadInputGivesOpenAIErrors) {
        R"({"messages": [{"role": "user", "content": "x"}], "top_p": 2})", 400, "top_p", {"2"}},
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000})", 400,
-       std::nullopt, {"1000", "256"}},
+       "max_tokens", {"1000", "256"}},
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "x"}], "model": "nope"})", 404, "model",
        {"nope"}},
@@ -349,6 +352,91 @@ TEST(HttpApi, BadInputGivesOpenAIErrors) {
   EXPECT_EQ(ts.fake().num_added(), 0) << "a rejected request reached the engine";
   // And the server still works afterwards.
   EXPECT_EQ(ts.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}})->status, 200);
+}
+
+TEST(HttpApi, EchoPrependsThePromptToEveryChoice) {
+  TestServer ts;
+  const std::vector<int32_t> ids = fake_encode("Hello", true);
+  const std::string completion = expected_fake_text(ids, 4);
+  // Text prompt: echoed as sent (without the BOS the server adds), n choices each.
+  auto r = ts.post("/v1/completions",
+                   {{"prompt", "Hello"}, {"max_tokens", 4}, {"echo", true}, {"n", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json body = json::parse(r->body);
+  ASSERT_EQ(body["choices"].size(), 2u);
+  for (const json& c : body["choices"]) EXPECT_EQ(c["text"], "Hello" + completion);
+  // Usage is not changed by echo: the prompt is not generated text.
+  EXPECT_EQ(body["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], ids.size());
+  // echo: false (and absent) leave the text alone.
+  r = ts.post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 4}, {"echo", false}});
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], completion);
+
+  // Token-id prompt: its detokenization (BOS skipped like any special token in output text,
+  // shown with skip_special_tokens false).
+  const std::vector<int32_t> tok_prompt = fake_encode("Hi", true);
+  r = ts.post("/v1/completions", {{"prompt", tok_prompt}, {"max_tokens", 2}, {"echo", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"],
+            "Hi" + expected_fake_text(tok_prompt, 2));
+  r = ts.post("/v1/completions", {{"prompt", tok_prompt}, {"max_tokens", 2}, {"echo", true},
+                                  {"skip_special_tokens", false}});
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"],
+            "<s>Hi" + expected_fake_text(tok_prompt, 2));
+
+  // Stop strings cut only the completion, never the echoed prompt (which contains "ll").
+  r = ts.post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 4}, {"echo", true},
+                                  {"stop", completion.substr(2, 1)}});
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], "Hello" + completion.substr(0, 2));
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["finish_reason"], "stop");
+
+  // Streaming: the prompt opens the first chunk of each choice, and only that one.
+  StreamReply s = post_stream(ts, "/v1/completions",
+                              {{"prompt", "Hello"}, {"max_tokens", 4}, {"echo", true}, {"n", 2},
+                               {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(s.status, 200);
+  EXPECT_TRUE(s.done_is_last);
+  std::vector<std::string> texts(2);
+  std::vector<int> first_seen(2, 0);
+  int usage_chunks = 0;
+  for (const json& c : s.chunks) {
+    if (!c["usage"].is_null()) {
+      ++usage_chunks;
+      EXPECT_TRUE(c["choices"].empty());
+      EXPECT_EQ(c["usage"]["completion_tokens"], 8);
+      continue;
+    }
+    ASSERT_EQ(c["choices"].size(), 1u);
+    const int i = c["choices"][0]["index"];
+    const std::string t = c["choices"][0]["text"];
+    EXPECT_EQ(t.rfind("Hello", 0) == 0, first_seen[i] == 0) << t;
+    ++first_seen[i];
+    texts[i] += t;
+  }
+  EXPECT_EQ(usage_chunks, 1);
+  for (const std::string& t : texts) EXPECT_EQ(t, "Hello" + completion);
+  // Chat has no echo field: it is ignored like any unknown field.
+  r = ts.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                       {"max_tokens", 2}, {"echo", true}});
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(HttpApi, UserIsAcceptedAndIgnored) {
+  TestServer ts;
+  auto plain = ts.post("/v1/completions", {{"prompt", "Hey"}, {"max_tokens", 3}});
+  auto with_user =
+      ts.post("/v1/completions", {{"prompt", "Hey"}, {"max_tokens", 3}, {"user", "user-1234"}});
+  ASSERT_EQ(with_user->status, 200) << with_user->body;
+  EXPECT_EQ(json::parse(with_user->body)["choices"], json::parse(plain->body)["choices"]);
+  auto chat = ts.post("/v1/chat/completions",
+                      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"user", ""}});
+  EXPECT_EQ(chat->status, 200) << chat->body;
+  expect_api_error(ts.post("/v1/completions", {{"prompt", "x"}, {"user", 42}}), 400, "user",
+                   {"user", "42"});
+  expect_api_error(ts.post("/v1/chat/completions",
+                           {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                            {"user", {{"id", 1}}}}),
+                   400, "user", {"user"});
 }
 
 TEST(HttpApi, UnknownPathAndWrongMethod) {

@@ -83,6 +83,66 @@ TEST(Protocol, TypeErrorsNameFieldAndValue) {
   EXPECT_NE(err->message.find("prompt[1]"), std::string::npos) << err->message;
 }
 
+TEST(Protocol, EchoUserAndApiRanges) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion_request(
+      json::parse(R"({"prompt": "x", "echo": true, "user": "u-1", "top_k": 5,
+                      "temperature": 2})"),
+      &r));
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.options.user, "u-1");
+  EXPECT_TRUE(r.options.top_k_sent);
+  EXPECT_EQ(r.options.params.temperature, 2.0f);
+  CompletionRequest plain;
+  ASSERT_FALSE(parse_completion_request(json{{"prompt", "x"}}, &plain));
+  EXPECT_FALSE(plain.echo);
+  EXPECT_FALSE(plain.options.user);
+  EXPECT_FALSE(plain.options.top_k_sent);
+
+  struct Bad {
+    const char* body;
+    const char* param;
+    const char* message_has;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {R"({"prompt": "x", "echo": true, "logprobs": 2})", "echo", "prompt logprobs"},
+           {R"({"prompt": "x", "echo": "true"})", "echo", "echo"},
+           {R"({"prompt": "x", "user": 7})", "user", "user"},
+           {R"({"prompt": ""})", "prompt", "empty"},
+           {R"({"prompt": [""]})", "prompt", "empty"},
+           {R"({"prompt": "x", "temperature": 2.0001})", "temperature", "2.0001"},
+           {R"({"prompt": "x", "temperature": -0.5})", "temperature", "-0.5"},
+           {R"({"prompt": "x", "temperature": 1e300})", "temperature", "1e+300"},
+           {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
+            "stream_options", "include_usage"},
+       }) {
+    CompletionRequest out;
+    auto err = parse_completion_request(json::parse(b.body), &out);
+    ASSERT_TRUE(err) << b.body;
+    EXPECT_EQ(err->http_status, 400);
+    EXPECT_EQ(err->param, b.param) << b.body;
+    EXPECT_NE(err->message.find(b.message_has), std::string::npos) << err->message;
+  }
+}
+
+TEST(Protocol, JsonNumberOverflowNamesItsTopLevelField) {
+  json body;
+  auto err = parse_json_object(R"({"prompt": "x", "temperature": 1e400})", &body);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "temperature");
+  err = parse_json_object(R"({"prompt": "x", "logit_bias": {"5": -1e999}, "n": 1})", &body);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "logit_bias");
+  err = parse_json_object(R"([1e400])", &body);
+  ASSERT_TRUE(err);
+  EXPECT_FALSE(err->param);
+  err = parse_json_object("{\"prompt\": \"\xff\"}", &body);  // invalid UTF-8
+  ASSERT_TRUE(err);
+  EXPECT_FALSE(err->param);
+  EXPECT_NE(err->message.find("UTF-8"), std::string::npos) << err->message;
+  EXPECT_FALSE(parse_json_object(R"({"prompt": "x", "temperature": 1e300})", &body));
+}
+
 TEST(Protocol, ChatMessages) {
   ChatCompletionRequest r;
   ASSERT_FALSE(parse_chat_request(

@@ -309,6 +309,111 @@ TEST_P(RealEngineHttp, MetricsCountEveryRequestAndToken) {
   EXPECT_LE(kv_util, 1.0);
 }
 
+// Stop strings on real tokens: a stop string made of the 2 characters before and the 2 after
+// a token boundary of the greedy continuation T (boundaries from the logprobs' text_offset)
+// cuts T before its first occurrence, streamed or not, for every choice of n = 2 and with
+// include_usage (one usage chunk, last). A stop string that only begins at T's very end is
+// held back while streaming and flushed when max_tokens ends the request.
+TEST_P(RealEngineHttp, StopStringsAcrossTokenBoundariesStreamedAndNot) {
+  TestServer ts(stories_engine(GetParam()), port0());
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
+                     {"ignore_eos", true}};
+  json greedy_req = base;
+  greedy_req["logprobs"] = 0;
+  auto r = ts.post("/v1/completions", greedy_req);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json greedy = json::parse(r->body)["choices"][0];
+  const std::string full = greedy["text"];
+  const json offsets = greedy["logprobs"]["text_offset"];
+  ASSERT_EQ(offsets.size(), 40u);
+  ASSERT_GT(full.size(), 20u);
+
+  auto streamed_texts = [&](const json& req, int n, std::vector<std::string>* finish) {
+    StreamReply s = post_stream(ts, "/v1/completions", req);
+    EXPECT_EQ(s.status, 200);
+    EXPECT_TRUE(s.done_is_last);
+    std::vector<std::string> texts(n);
+    finish->assign(n, "");
+    int usage_chunks = 0;
+    for (size_t k = 0; k < s.chunks.size(); ++k) {
+      const json& c = s.chunks[k];
+      if (c.contains("usage") && !c["usage"].is_null()) {
+        ++usage_chunks;
+        EXPECT_EQ(k + 1, s.chunks.size()) << "usage must come in the last chunk only";
+        EXPECT_TRUE(c["choices"].empty());
+        continue;
+      }
+      for (const json& ch : c["choices"]) {
+        const int i = ch["index"];
+        EXPECT_TRUE((*finish)[i].empty()) << "a chunk after the finishing one";
+        texts[i] += ch["text"].get<std::string>();
+        if (!ch["finish_reason"].is_null()) (*finish)[i] = ch["finish_reason"];
+      }
+    }
+    EXPECT_EQ(usage_chunks, req.contains("stream_options") ? 1 : 0);
+    return texts;
+  };
+
+  int checked = 0;
+  for (size_t k = 3; k + 3 < offsets.size() && checked < 6; k += 5) {
+    const size_t boundary = offsets[k].get<size_t>();
+    if (boundary < 2 || boundary + 2 > full.size()) continue;
+    const std::string stop = full.substr(boundary - 2, 4);
+    const std::string want = full.substr(0, full.find(stop));
+    SCOPED_TRACE("stop '" + stop + "'");
+    json req = base;
+    req["stop"] = {"\x01never", stop};
+    r = ts.post("/v1/completions", req);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json whole = json::parse(r->body)["choices"][0];
+    EXPECT_EQ(whole["text"], want);
+    EXPECT_EQ(whole["finish_reason"], "stop");
+    req["stream"] = true;
+    req["n"] = 2;
+    req["stream_options"] = {{"include_usage", true}};
+    std::vector<std::string> finish;
+    const std::vector<std::string> texts = streamed_texts(req, 2, &finish);
+    EXPECT_EQ(texts, std::vector<std::string>(2, want));
+    EXPECT_EQ(finish, std::vector<std::string>(2, "stop"));
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+
+  // Never completed: the last 2 characters of T start the stop string; streaming holds them
+  // back until max_tokens ends the request, then sends them.
+  json req = base;
+  req["stop"] = full.substr(full.size() - 2) + "\x01";
+  req["stream"] = true;
+  std::vector<std::string> finish;
+  const std::vector<std::string> texts = streamed_texts(req, 1, &finish);
+  EXPECT_EQ(texts[0], full);
+  EXPECT_EQ(finish[0], "length");
+  EXPECT_TRUE(wait_until([&] { return gauge(ts, "vllm:kv_cache_usage_perc") == 0.0; }));
+}
+
+TEST_P(RealEngineHttp, EchoReturnsThePromptTextThenTheCompletion) {
+  TestServer ts(stories_engine(GetParam()), port0());
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}};
+  auto text_of = [&](const json& req) {
+    auto r = ts.post("/v1/completions", req);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    return json::parse(r->body)["choices"][0]["text"].get<std::string>();
+  };
+  const std::string completion = text_of(base);
+  json echo = base;
+  echo["echo"] = true;
+  EXPECT_EQ(text_of(echo), "Once upon a time" + completion);
+  // A token-id prompt echoes its detokenization (the /detokenize text minus the BOS).
+  auto tok = ts.post("/tokenize", {{"prompt", "Once upon a time"}});
+  ASSERT_TRUE(tok && tok->status == 200);
+  const json ids = json::parse(tok->body)["tokens"];
+  ASSERT_EQ(ids[0], 1);  // BOS
+  echo["prompt"] = ids;
+  EXPECT_EQ(text_of(echo), "Once upon a time" + completion);
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, RealEngineHttp, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "gguf" : "bin"; });
 
