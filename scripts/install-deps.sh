@@ -18,6 +18,16 @@ PACKAGES=(
   clang libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md): clang 14 + its fuzzer/ASan runtimes
 )
 
+# Node.js + npm for the `openai` npm client end-to-end test (tests/server/openai_client/):
+# Debian's packages, only when the commands are absent, so a newer Node.js already on the
+# machine (e.g. NodeSource's, which bundles npm) is kept, never downgraded.
+if ! command -v node >/dev/null 2>&1; then
+  PACKAGES+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(npm)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
