@@ -238,25 +238,33 @@ BENCHMARK(BM_Prefill)->Apply(PrefillArgs)->Unit(benchmark::kMillisecond)->UseRea
 // ---------------------------------------------------------------------------------------
 // Paged decode.
 
-// args: dtype (0 f32, 1 bf16), isa (0 native, 1 avx2)
+// args: dtype (0 f32, 1 bf16), isa (0 native, 1 avx2), backend (0 "flash": batch-invariant,
+// decode tokens through the prefill kernel; 1 "flash-split": dedicated decode kernel with
+// flash-decoding splits, not batch-invariant), sequences (32 or 1, context 4096 each).
+// Rows with the same dtype/isa/seqs are a flash vs flash-split pair: the ratio is the cost of
+// batch invariance on decode attention.
 void BM_DecodePaged(benchmark::State& state) {
   const DType dt = state.range(0) == 0 ? DType::kF32 : DType::kBF16;
   const bool avx2 = state.range(1) == 1;
+  const bool split = state.range(2) == 1;
+  const int32_t batch = static_cast<int32_t>(state.range(3));
   const auto& lim = limits();
-  constexpr int32_t kBatch = 32, kCtx = 4096;
+  constexpr int32_t kCtx = 4096;
   static std::unique_ptr<Paged> cached;
   static DType cached_dt = DType::kF16;
-  if (!cached || cached_dt != dt) {
+  static int32_t cached_batch = 0;
+  if (!cached || cached_dt != dt || cached_batch != batch) {
     cached.reset();
-    const double layer_bytes = 2.0 * kBatch * kCtx * 4 * 64 * dtype_size(dt);
+    const double layer_bytes = 2.0 * batch * kCtx * 4 * 64 * dtype_size(dt);
     const int layers = static_cast<int>(std::ceil((1u << 30) / layer_bytes)) + 1;
-    cached = std::make_unique<Paged>(16, 4, 64, dt, kBatch, 1, kCtx, layers);
+    cached = std::make_unique<Paged>(16, 4, 64, dt, batch, 1, kCtx, layers);
     cached_dt = dt;
+    cached_batch = batch;
   }
   Paged& b = *cached;
   const CpuIsa native = cpu_isa();
   if (avx2) set_cpu_isa_for_testing(CpuIsa::kAvx2);
-  auto backend = make("flash");
+  auto backend = make(split ? "flash-split" : "flash");
   const int layers = static_cast<int>(b.k.size());
   int layer = 0;
   auto call = [&] {
@@ -279,18 +287,28 @@ void BM_DecodePaged(benchmark::State& state) {
   state.counters["pct_read_bw"] = 100.0 * gbs / lim.read_bandwidth_gbs;
   state.counters["read_bw_GBps"] = lim.read_bandwidth_gbs;
   state.counters["extra_heap_KB"] = extra / 1e3;
-  state.SetLabel(std::string("flash ") + std::string(dtype_name(dt)) + (avx2 ? " avx2" : "") +
-                 " KV, 32 seqs x 4096, 16/4 heads, hd 64, " + std::to_string(layers) + " layers cycled");
+  // flash vs flash-split (same dtype, isa, sequences), measured earlier in this run.
+  static std::map<std::tuple<int, int, int>, double> split_seconds;
+  const std::tuple<int, int, int> key{static_cast<int>(state.range(0)), avx2 ? 1 : 0, batch};
+  const double per_call = secs / static_cast<double>(iters);
+  if (split) {
+    split_seconds[key] = per_call;
+  } else if (const auto it = split_seconds.find(key); it != split_seconds.end()) {
+    state.counters["x_vs_split"] = per_call / it->second;
+  }
+  state.SetLabel(std::string(split ? "flash-split " : "flash ") + std::string(dtype_name(dt)) +
+                 (avx2 ? " avx2" : "") + " KV, " + std::to_string(batch) +
+                 " seqs x 4096, 16/4 heads, hd 64, " + std::to_string(layers) +
+                 " layers cycled");
 }
-BENCHMARK(BM_DecodePaged)
-    ->ArgNames({"bf16", "isa"})
-    ->Args({0, 0})
-    ->Args({1, 0})
-    ->Args({0, 1})
-    ->Args({1, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(1.0);
+void DecodeArgs(benchmark::internal::Benchmark* bm) {
+  bm->ArgNames({"bf16", "isa", "split", "seqs"});
+  for (int seqs : {32, 1})
+    for (int isa : {0, 1})
+      for (int dt : {0, 1})
+        for (int split : {1, 0}) bm->Args({dt, isa, split, seqs});
+}
+BENCHMARK(BM_DecodePaged)->Apply(DecodeArgs)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 

@@ -56,9 +56,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("--seed", c.seed, "Default seed for requests that give none")
       ->capture_default_str();
   app.add_option("--attention-backend", c.attention_backend,
-                 "Attention implementation: flash (tiled, online softmax) or naive (reference: "
-                 "materialises the score matrix)")
-      ->check(CLI::IsMember({"flash", "naive", "reference"}))
+                 "Attention implementation: flash (tiled, online softmax, batch-invariant), "
+                 "flash-split (flash-decoding context split: faster for few long decodes, not "
+                 "batch-invariant) or naive (reference: materialises the score matrix)")
+      ->check(CLI::IsMember({"flash", "flash-split", "naive", "reference"}))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", v.kv_cache_dtype,
                  "KV cache element type: auto (the model's weight dtype), f32, bf16 or f16")

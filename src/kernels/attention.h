@@ -76,6 +76,12 @@ class AttentionBackend {
 ///    work partitioning) tiles over query rows and KV blocks with an online softmax (running
 ///    max and sum); K/V are read through block tables and each KV head is loaded once for all
 ///    query heads of its GQA group; no N x N matrix exists. Extra memory O(tile) per thread.
+///    Batch-invariant: a query row's output bits depend only on its own q, context and
+///    position, never on the other sequences of the step or on how a prompt was chunked
+///    (decode tokens run through the same kernel as prompt tokens; docs/batch_invariance.md).
+///  "flash-split" (opt-in): "flash" with a dedicated decode kernel and flash-decoding context
+///    splits when few sequences decode; faster for a few long decodes, NOT batch-invariant
+///    (the split count depends on the batch and the thread count).
 /// Errors: InvalidArgument for an unknown name.
 Expected<std::unique_ptr<AttentionBackend>> make_attention_backend(const std::string& name);
 

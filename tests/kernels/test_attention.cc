@@ -2,6 +2,8 @@
 // shapes (head_dim 48/64/128, MHA/GQA/MQA, block sizes 1/16/128 with shuffled block tables,
 // chunked prefill and decode mixed in one batch, KV dtypes f32/bf16/f16, serial and 2 threads,
 // AVX2 forced), store_kv_values rounding, and write_kv touching exactly the mapped slots.
+// "flash" and "flash-split" both match naive; "flash" is also bitwise batch- and
+// chunk-invariant (FlashRowsAreBatchAndChunkInvariant).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +24,9 @@ namespace {
 struct SeqSpec {
   int32_t num_query;
   int32_t ctx;  // seq_len including this step's queries
+  /// Non-zero: this sequence's q/k/v come from its own generator, position by position, so
+  /// the same data_seed gives the same rows at the same positions in any batch or chunking.
+  uint32_t data_seed = 0;
 };
 
 struct Case {
@@ -91,12 +96,26 @@ struct Batch {
     q.resize(static_cast<size_t>(num_tokens) * c.n_heads * c.head_dim);
     for (auto& x : q) x = c.q_amp * uni(rng);
     slot_mapping.resize(num_tokens);
+    const int64_t qrow = static_cast<int64_t>(c.n_heads) * c.head_dim;
     for (int32_t s = 0; s < ns; ++s) {
       const int32_t ctx = c.seqs[s].ctx, nq = c.seqs[s].num_query;
       k.emplace_back(static_cast<size_t>(ctx) * row);
       v.emplace_back(static_cast<size_t>(ctx) * row);
-      for (auto& x : k.back()) x = uni(rng);
-      for (auto& x : v.back()) x = uni(rng);
+      if (c.seqs[s].data_seed != 0) {
+        std::mt19937 own(c.seqs[s].data_seed);
+        for (int32_t p = 0; p < ctx; ++p) {
+          float* qp = p >= ctx - nq ? &q[(query_start_loc[s] + p - (ctx - nq)) * qrow] : nullptr;
+          for (int64_t i = 0; i < qrow; ++i) {
+            const float x = c.q_amp * uni(own);
+            if (qp != nullptr) qp[i] = x;
+          }
+          for (int64_t i = 0; i < row; ++i) k.back()[p * row + i] = uni(own);
+          for (int64_t i = 0; i < row; ++i) v.back()[p * row + i] = uni(own);
+        }
+      } else {
+        for (auto& x : k.back()) x = uni(rng);
+        for (auto& x : v.back()) x = uni(rng);
+      }
       for (int32_t p = 0; p < ctx; ++p) {
         const int64_t sl = slot(s, p);
         if (p < ctx - nq) {  // earlier context: already cached
@@ -194,12 +213,13 @@ std::vector<double> float64_attention(const Batch& b) {
 }
 
 TEST(Attention, FactoryNamesAndErrors) {
-  for (const char* n : {"naive", "reference", "flash"}) {
+  for (const char* n : {"naive", "reference", "flash", "flash-split"}) {
     auto b = make_attention_backend(n);
     ASSERT_TRUE(b.ok()) << n;
   }
   EXPECT_STREQ(backend("naive")->name(), "naive");
   EXPECT_STREQ(backend("flash")->name(), "flash");
+  EXPECT_STREQ(backend("flash-split")->name(), "flash-split");
   auto bad = make_attention_backend("nope");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -343,11 +363,13 @@ float flash_error(const Case& c) {
   };
   for (const Config cfg : {Config{nullptr, native}, Config{&pool, native}, Config{&pool, CpuIsa::kAvx2}}) {
     set_cpu_isa_for_testing(cfg.isa);
-    Batch fresh(c);  // NaN-poisoned cache again, so write_kv is exercised for flash too
-    const auto got = fresh.run(*backend("flash"), cfg.pool);
-    for (size_t i = 0; i < got.size(); ++i) {
-      const float e = std::fabs(got[i] - want[i]);
-      if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
+    for (const char* name : {"flash", "flash-split"}) {
+      Batch fresh(c);  // NaN-poisoned cache again, so write_kv is exercised for flash too
+      const auto got = fresh.run(*backend(name), cfg.pool);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float e = std::fabs(got[i] - want[i]);
+        if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
+      }
     }
   }
   set_cpu_isa_for_testing(native);
@@ -443,6 +465,56 @@ TEST(Attention, FlashSharpSoftmaxAndLargeScores) {
   c.q_amp = 12.0f;
   c.seqs = {{260, 260}, {1, 400}, {33, 150}};
   EXPECT_LE(flash_error(c), 4 * kFlashTol) << describe(c);
+}
+
+// Batch invariance (docs/batch_invariance.md): the "flash" backend's output rows of one
+// sequence have the same bits whether the sequence runs alone with its whole prompt in one
+// step, or its prompt arrives in chunks of any size (1-token chunks included: they take the
+// decode shape) among other sequences (prefills and decodes of other lengths), with or
+// without a thread pool, for every KV cache dtype and both kernel families.
+TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
+  struct Shape {
+    int32_t hd, n, kv, bs;
+  };
+  constexpr uint32_t kSeed = 4242;
+  constexpr int32_t kLen = 200;
+  const int32_t cuts[] = {0, 37, 38, 100, 164, 199, kLen};  // chunks [cuts[i], cuts[i + 1])
+  const CpuIsa native = cpu_isa();
+  ThreadPool pool(2);
+  for (const Shape sh : {Shape{64, 8, 2, 16}, Shape{48, 6, 1, 16}, Shape{50, 4, 4, 1},
+                         Shape{128, 16, 4, 16}}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (CpuIsa isa : {native, CpuIsa::kAvx2}) {
+        set_cpu_isa_for_testing(isa);
+        Case c;
+        c.head_dim = sh.hd;
+        c.n_heads = sh.n;
+        c.n_kv_heads = sh.kv;
+        c.block_size = sh.bs;
+        c.dtype = dt;
+        c.seqs = {{kLen, kLen, kSeed}};
+        Batch alone(c);
+        const auto want = alone.run(*backend("flash"), nullptr);
+        const int64_t qrow = static_cast<int64_t>(sh.n) * sh.hd;
+        for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+          const int32_t a = cuts[i], b = cuts[i + 1];
+          Case cc = c;
+          cc.seed = 900 + static_cast<uint32_t>(i);
+          // Others: decodes with long and short contexts, another sequence's prefill chunk.
+          cc.seqs = {{1, 300}, {23, 90}, {b - a, b, kSeed}, {1, 7}, {64, 64}};
+          Batch batch(cc);
+          const auto got = batch.run(*backend("flash"), &pool);
+          const int64_t at = batch.query_start_loc[2];
+          for (int64_t e = 0; e < (b - a) * qrow; ++e) {
+            ASSERT_EQ(got[at * qrow + e], want[a * qrow + e])
+                << describe(cc) << " chunk [" << a << ", " << b << ") element " << e
+                << (isa == CpuIsa::kAvx2 ? " avx2" : "");
+          }
+        }
+      }
+      set_cpu_isa_for_testing(native);
+    }
+  }
 }
 
 }  // namespace

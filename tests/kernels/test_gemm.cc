@@ -285,6 +285,56 @@ TEST_P(Gemm, PreparedWeightGivesSameResults) {
   }
 }
 
+// Batch invariance (docs/batch_invariance.md): row i of an M-row call has exactly the bits
+// of the 1-row call on x[i], for every M (small-M direct panels, large-M converted panels,
+// the dot path of row-major W), every weight dtype, prepared or not, store / accumulate and
+// the fused SwiGLU. K = 300 spans two K blocks; N = 100 and F = 64 leave column tails.
+TEST_P(Gemm, RowsAreBitwiseIndependentOfM) {
+  constexpr int64_t kMaxM = 200, kK = 300, kN = 100, kF = 64;
+  const auto x = random_vec(static_cast<size_t>(kMaxM * kK), 11);
+  const auto y0 = random_vec(static_cast<size_t>(kMaxM * kN), 12);  // accumulate target
+  std::vector<int64_t> ms;
+  for (int64_t m = 1; m <= 16; ++m) ms.push_back(m);
+  for (int64_t m : {17, 29, 33, 100, 128, 129}) ms.push_back(m);
+  ms.push_back(kMaxM);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (bool prepared : {false, true}) {
+      TestWeight tw = make_weight(dtype, kN, kK, 13);
+      TestWeight tg = make_weight(dtype, 2 * kF, kK, 14);
+      WeightMatrix w = tw.w, gu = tg.w;
+      if (prepared) {
+        prepare_weight(w);
+        prepare_weight(gu, WeightUse::kSiluMul);
+      }
+      // One-row references.
+      std::vector<float> one(static_cast<size_t>(kMaxM * kN)), one_acc(y0);
+      std::vector<float> one_silu(static_cast<size_t>(kMaxM * kF));
+      for (int64_t i = 0; i < kMaxM; ++i) {
+        gemm(&x[i * kK], 1, w, &one[i * kN], pool());
+        gemm(&x[i * kK], 1, w, &one_acc[i * kN], pool(), GemmOutput::kAccumulate);
+        gemm_silu_mul(&x[i * kK], 1, gu, &one_silu[i * kF], pool());
+      }
+      for (int64_t m : ms) {
+        std::vector<float> y(static_cast<size_t>(m * kN)), acc(y0.begin(), y0.begin() + m * kN);
+        std::vector<float> silu(static_cast<size_t>(m * kF));
+        gemm(x.data(), m, w, y.data(), pool());
+        gemm(x.data(), m, w, acc.data(), pool(), GemmOutput::kAccumulate);
+        gemm_silu_mul(x.data(), m, gu, silu.data(), pool());
+        const std::string what = std::string(dtype_name(dtype)) +
+                                 (prepared ? " prepared" : " row-major") + " M=" +
+                                 std::to_string(m);
+        for (int64_t e = 0; e < m * kN; ++e) {
+          ASSERT_EQ(y[e], one[e]) << what << " row " << e / kN << " col " << e % kN;
+          ASSERT_EQ(acc[e], one_acc[e]) << what << " (accumulate) row " << e / kN;
+        }
+        for (int64_t e = 0; e < m * kF; ++e) {
+          ASSERT_EQ(silu[e], one_silu[e]) << what << " (silu_mul) row " << e / kF;
+        }
+      }
+    }
+  }
+}
+
 TEST(PrepareWeight, ReleasesTheInMemoryCopyOnlyWhenPanelsServeEveryPath) {
   ThreadPool pool2(2);
   for (const int64_t f : {64, 33}) {  // 64: panel multiple; 33: gemm_silu_mul needs rows

@@ -6,9 +6,11 @@ namespace llmserve {
 
 Expected<std::unique_ptr<AttentionBackend>> make_attention_backend(const std::string& name) {
   if (name == "naive" || name == "reference") return attention_internal::make_naive_attention();
-  if (name == "flash") return attention_internal::make_flash_attention();
-  return InvalidArgument("unknown --attention-backend '{}' (available: flash, naive, reference)",
-                         name);
+  if (name == "flash") return attention_internal::make_flash_attention(false);
+  if (name == "flash-split") return attention_internal::make_flash_attention(true);
+  return InvalidArgument(
+      "unknown --attention-backend '{}' (available: flash, flash-split, naive, reference)",
+      name);
 }
 
 }  // namespace llmserve

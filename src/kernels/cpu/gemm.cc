@@ -11,9 +11,15 @@
 //  - larger M (prefill, compute-bound): each K block (kc = 256) of a column block's panels is
 //    widened to float32 once and reused by every row of the row block (GotoBLAS/BLIS order:
 //    W micro-panel in L1, x block in L2).
-// Row-major W (not prepared): M <= 16 uses dot-product tiles (4 W rows x up to 6 x rows,
-// 16-lane partial sums reduced at the end) with prefetch of the next tiles' rows; larger M
-// packs W per K block into float32 micro-panels with register transposes.
+// Row-major W (not prepared; e.g. a tied embedding used as lm_head): dot-product tiles (4 W
+// rows x up to 6 x rows, 16-lane partial sums reduced at the end) with prefetch of the next
+// tiles' rows, for every M (a 32-column unit of W stays in cache while all row tiles use it).
+//
+// Batch invariance (docs/batch_invariance.md): row i of y has the same bits whatever M is and
+// whatever the other rows are: the path is chosen from W alone, each element's K reduction
+// is the same chain (panel path: one FMA chain per kc block, blocks added in order; dot
+// path: the same lane partial sums and reduction tree) for any tile shape, and threads only
+// decide who computes a tile, never how.
 // x is packed once per call into [M/mr][K][mr] (mr <= 14 on AVX-512, balanced: M = 32 -> 3 x
 // 11). Work items (row block x column block, columns aligned to the epilogue) are taken from
 // a shared counter by every pool thread, so a thread whose core is busy elsewhere takes fewer.
@@ -257,10 +263,31 @@ void panel_block(const Job& job, const Plan& plan, const float* xpacked, int64_t
     }
   };
   if (plan.direct) {
-    // Prepared panels read in place, each panel's K sequentially: one stream through W.
+    // Prepared panels read in place, each panel's K sequentially: one stream through W
+    // (two streams, two panels at a time, for M <= 3: see micro2).
     const int64_t pf = tuning().panel_pf;
+    const bool pairs = mr <= 3;
+    const int64_t full = width / kPanel;  // panels whose columns are all valid
+    const int64_t panel_stride = k * kPanel * job.esize();
     for (int64_t s = 0; s < sets; ++s) {
-      for (int64_t q = 0; q < qpanels; ++q) {
+      int64_t q0 = 0;
+      for (; pairs && q0 + 2 <= full; q0 += 2) {
+        const int64_t row = s * job.up_offset + c0 + q0 * kPanel;
+        for (int64_t pc = 0; pc < k; pc += plan.kc) {
+          const int64_t kc = std::min(plan.kc, k - pc);
+          const bool acc = pc > 0 || (job.accumulate && !job.silu);
+          for (int sub = 0; sub * kr.nr < kPanel; ++sub) {
+            float* cq = c + s * width + q0 * kPanel + sub * kr.nr;
+            for (int64_t i = m0; i < m1; i += mr) {
+              const float* xp = xpacked + (i / mr) * k * mr + pc * mr;
+              kr.micro2(job.dtype, static_cast<int>(mr), xp, job.panel(row, pc), panel_stride,
+                        sub, kPanel, kc, cq + (i - m0) * ldc, ldc,
+                        static_cast<int>(std::min(mr, m1 - i)), acc, pf);
+            }
+          }
+        }
+      }
+      for (int64_t q = q0; q < qpanels; ++q) {
         const int64_t row = s * job.up_offset + c0 + q * kPanel;
         for (int64_t pc = 0; pc < k; pc += plan.kc) {
           const int64_t kc = std::min(plan.kc, k - pc);
@@ -364,7 +391,11 @@ void dispatch(Job& job, ThreadPool* pool) {
   job.kr = &kernels();
   job.align = 1;
   if (job.epilogue != nullptr) job.align = std::max<int64_t>(1, job.epilogue->column_alignment());
-  if (job.k == 0 || (job.panels == nullptr && job.m <= tuning().max_dot_m)) {
+  // Batch invariance: the path depends only on W (row-major W: dot path for every M;
+  // prepared W: panel path for every M), never on M, so row i of y has the same bits
+  // whatever the other rows are. The direct (M <= max_direct_m) and converting panel paths
+  // run the same per-element FMA chain.
+  if (job.k == 0 || job.panels == nullptr) {
     gemm_dot(job, pool);
   } else {
     gemm_panels(job, pool);

@@ -63,6 +63,13 @@ struct GemmKernels {
                 int64_t kc, float* c, int64_t ldc, int m_valid, int n_valid, bool accumulate,
                 int64_t pf_bytes);
 
+  /// micro() on two fully valid prepared panels at once (the second panel_stride bytes after
+  /// the first, its output kPanel columns after the first's), for mr <= 3: twice the
+  /// independent FMA chains, bitwise the same results as two micro() calls.
+  void (*micro2)(DType wtype, int mr, const float* xp, const void* w, int64_t panel_stride,
+                 int sub, int64_t ldw, int64_t kc, float* c, int64_t ldc, int m_valid,
+                 bool accumulate, int64_t pf_bytes);
+
   /// out[i] = silu(g[i]) * u[i] (out may alias g or u).
   void (*silu_mul)(const float* g, const float* u, float* out, int64_t n);
 };
@@ -73,7 +80,6 @@ struct GemmTuning {
   int64_t kc = 256;
   int64_t nc = 256;
   int64_t mc = 512;
-  int64_t max_dot_m = 16;     // row-major W: largest M on the dot path
   int64_t max_direct_m = 128;  // prepared W: largest M reading panels in place (no f32 copy)
   int64_t panel_pf = 4096;       // prepared W, direct: prefetch distance in bytes
 };

@@ -116,6 +116,10 @@ inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
 // GotoBLAS-style microkernel: x packed [kc][MR] f32, W micro-panel (kc x NV*L) in dtype D with
 // row stride ldw; MR x NV vector accumulators; each x element is broadcast once per k and
 // multiplied into NV W vectors (converted in registers when D is 16-bit).
+// Batch invariance: every output element is one FMA chain over k = 0..kc-1 in order, started
+// from zero, whatever MR, NV, m_valid or the caller's blocking: its bits do not depend on how
+// many rows share the call (no k-parity split of the accumulators for small MR, which would
+// reassociate the sum for M <= 3 only).
 template <class V, DType D, int MR, int NV>
 void micro(const float* xp, const void* w, int sub, int64_t ldw, int64_t kc, float* c,
            int64_t ldc, int m_valid, int n_valid, bool accumulate, int64_t pf_bytes) {
@@ -132,39 +136,6 @@ void micro(const float* xp, const void* w, int sub, int64_t ldw, int64_t kc, flo
   const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t wstep = ldw * esize;
   int64_t k = 0;
-  if constexpr (MR * NV < 8) {
-    // Few accumulators (small M, bandwidth-bound): a second set for odd k doubles the
-    // independent FMA chains so the loads, not the FMA latency, set the pace.
-    vec acc2[MR][NV];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) acc2[i][j] = V::zero();
-    }
-    for (; k + 2 <= kc; k += 2) {
-      if (pf_bytes > 0) prefetch_lines(wb + pf_bytes, 2 * wstep);
-      vec b[NV], b2[NV];
-      V::template load_panel<D>(wb, sub, b);
-      V::template load_panel<D>(wb + wstep, sub, b2);
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const vec a = V::set1(xp[i]);
-        const vec a2 = V::set1(xp[MR + i]);
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; ++j) {
-          acc[i][j] = V::fma(a, b[j], acc[i][j]);
-          acc2[i][j] = V::fma(a2, b2[j], acc2[i][j]);
-        }
-      }
-      xp += 2 * MR;
-      wb += 2 * wstep;
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) acc[i][j] = V::add(acc[i][j], acc2[i][j]);
-    }
-  }
   for (; k < kc; ++k) {
     if (pf_bytes > 0) prefetch_lines(wb + pf_bytes, wstep);
     vec b[NV];
@@ -208,6 +179,77 @@ void micro(const float* xp, const void* w, int sub, int64_t ldw, int64_t kc, flo
         V::store_n(ci + j * L, v, n);
       }
     }
+  }
+}
+
+// Small M (MR <= 3): two prepared panels (panel_stride bytes apart, both fully valid) at once,
+// so there are twice as many independent FMA chains (the loads, not the FMA latency, set
+// the pace). Each output element is still one FMA chain over k in order, so the result
+// equals two micro() calls bit for bit (batch invariance: splitting the k range across
+// accumulators instead would reassociate the sum for small M only).
+template <class V, DType D, int MR>
+void micro2(const float* xp, const void* w, int64_t panel_stride, int sub, int64_t ldw,
+            int64_t kc, float* c, int64_t ldc, int m_valid, bool accumulate, int64_t pf_bytes) {
+  constexpr int NV = V::kNv;
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  constexpr int64_t esize = D == DType::kF32 ? 4 : 2;
+  vec acc[MR][2 * NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * NV; ++j) acc[i][j] = V::zero();
+  }
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t wstep = ldw * esize;
+  for (int64_t k = 0; k < kc; ++k) {
+    if (pf_bytes > 0) {
+      prefetch_lines(wb + pf_bytes, wstep);
+      prefetch_lines(wb + panel_stride + pf_bytes, wstep);
+    }
+    vec b[2 * NV];
+    V::template load_panel<D>(wb, sub, b);
+    V::template load_panel<D>(wb + panel_stride, sub, b + NV);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const vec a = V::set1(xp[i]);
+#pragma GCC unroll 8
+      for (int j = 0; j < 2 * NV; ++j) acc[i][j] = V::fma(a, b[j], acc[i][j]);
+    }
+    xp += MR;
+    wb += wstep;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if (i >= m_valid) break;
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      float* ci = c + i * ldc + p * kPanel;
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        vec v = acc[i][p * NV + j];
+        if (accumulate) v = V::add(v, V::load(ci + j * L));
+        V::store(ci + j * L, v);
+      }
+    }
+  }
+}
+
+template <class V>
+void micro2_any(DType wtype, int mr, const float* xp, const void* w, int64_t panel_stride,
+                int sub, int64_t ldw, int64_t kc, float* c, int64_t ldc, int m_valid,
+                bool accumulate, int64_t pf_bytes) {
+  auto run = [&]<DType D>() {
+    switch (mr) {
+      case 1: return micro2<V, D, 1>(xp, w, panel_stride, sub, ldw, kc, c, ldc, m_valid, accumulate, pf_bytes);
+      case 2: return micro2<V, D, 2>(xp, w, panel_stride, sub, ldw, kc, c, ldc, m_valid, accumulate, pf_bytes);
+      default: return micro2<V, D, 3>(xp, w, panel_stride, sub, ldw, kc, c, ldc, m_valid, accumulate, pf_bytes);
+    }
+  };
+  switch (wtype) {
+    case DType::kF32: return run.template operator()<DType::kF32>();
+    case DType::kF16: return run.template operator()<DType::kF16>();
+    case DType::kBF16: return run.template operator()<DType::kBF16>();
   }
 }
 
@@ -379,6 +421,7 @@ GemmKernels make_kernels(const char* name) {
   k.pack_w = &pack_w<V>;
   k.convert = &convert<V>;
   k.micro = &micro_any<V>;
+  k.micro2 = &micro2_any<V>;
   k.silu_mul = &silu_mul<V>;
   return k;
 }

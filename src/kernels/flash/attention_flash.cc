@@ -1,18 +1,29 @@
 // The flash attention backend (FlashAttention, Dao et al. 2022, with FlashAttention-2's work
-// partitioning), the driver around the per-ISA kernels of flash_kernels_impl.h:
-//  - prefill and chunked prefill: work items (sequence, KV head, query tile); a tile holds
-//    ceil(rows / group) tokens x all `group` query heads of that KV head, so each K/V row is
-//    loaded once for the whole GQA group; the kernel walks the causal context in KV tiles of
-//    64 tokens through the block table with an online softmax, skipping tiles beyond the
-//    tile's last query and masking inside the diagonal ones. Nothing O(N^2) exists.
-//  - decode (one query token): one item per sequence covering all KV heads, so every cache
-//    block is fully consumed while it is in cache; each K/V row is loaded once and used by
-//    all query heads of its group.
-//    When there are too few sequences to occupy the threads, the context is split
-//    (flash-decoding) and the partial (m, l, O) states are merged afterwards.
+// partitioning), the driver around the per-ISA kernels of flash_kernels_impl.h.
+//
+// "flash" (default) is batch-invariant: every query row (token x head) is computed by the
+// same prefill kernel whatever else shares the step, so its output bits depend only on its
+// own q, its own context and its position (docs/batch_invariance.md):
+//  - work items (sequence, KV head, query tile); a tile holds ceil(rows / group) tokens x all
+//    `group` query heads of that KV head, so each K/V row is loaded once for the whole GQA
+//    group; the kernel walks the causal context in KV tiles of 64 tokens at fixed absolute
+//    positions (0, 64, 128, ...) through the block table with an online softmax. A row's
+//    reductions (q.k over head_dim, the tile max and sum, P.V) run in the same order whether
+//    the prompt arrives in one chunk or many, and whether the row is a prompt token or a
+//    decode token (a decode token is a 1-token tile), so a sequence's bits do not depend on
+//    the batch, on chunked prefill or on preemption-recompute.
+//  - a decode token's item covers several (usually all) KV heads of its sequence, walked one
+//    after another on each KV tile, so the cache rows of a slot are used while in cache;
+//    with few decoding sequences an item gets fewer heads so every thread has work.
+//  - no flash-decoding split: splitting the context and merging partial states reassociates
+//    the softmax sum (and the split count depended on the batch and the threads).
+// "flash-split" (opt-in, not batch-invariant) keeps the dedicated decode kernel: one item
+// per decode sequence covering all KV heads, and when there are too few sequences to occupy
+// the threads the context is split (flash-decoding) and the partial (m, l, O) states merged.
 // Items are handed out dynamically (an atomic counter, largest first) so causal tiles of
-// very different cost balance across threads. Scratch is allocated per call and per thread
-// (O(tile)); the split partial states are O(num_heads x head_dim x splits).
+// very different cost balance across threads; which thread runs an item never changes its
+// result. Scratch is allocated per call and per thread (O(tile)); the split partial states
+// are O(num_heads x head_dim x splits).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -34,6 +45,9 @@ using flash_detail::PrefillTile;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int32_t kMinSplitTokens = 256;  // smallest context piece worth a decode split
+// Below this many q.k multiply-adds per call, waking the pool costs more than it saves
+// (tiny models, short contexts): the calling thread does all items.
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
 struct Item {
   int64_t cost;
@@ -43,11 +57,15 @@ struct Item {
   int32_t b;      // prefill: first query index in the sequence; split: kv_begin
   int32_t c;      // prefill: tokens in the tile; split: kv_end
   int64_t part;   // split: offset of its partial state
+  int32_t heads = 1;  // prefill tile: KV heads a, a + 1, ..., a + heads - 1
 };
 
 class FlashAttention final : public AttentionBackend {
  public:
-  const char* name() const override { return "flash"; }
+  /// split_decode: the dedicated (faster, not batch-invariant) decode kernel with
+  /// flash-decoding splits ("flash-split").
+  explicit FlashAttention(bool split_decode) : split_decode_(split_decode) {}
+  const char* name() const override { return split_decode_ ? "flash-split" : "flash"; }
 
   void write_kv(const AttentionMetadata& meta, const AttentionShape& shape, const float* k,
                 const float* v, KVCacheLayer cache) const override {
@@ -68,12 +86,40 @@ class FlashAttention final : public AttentionBackend {
     std::vector<Item> items;
     int32_t n_decode = 0, max_tile_tokens = 0;
     int64_t n_prefill = 0;
+    // "flash": a single-token query (decode) is a 1-token prefill tile covering several KV
+    // heads (all of them when there are enough such sequences to occupy the threads), so the
+    // cache rows of a slot are used together. Grouping heads only decides who computes which
+    // rows, never how: every row gets the same bits whatever the grouping.
+    int32_t n_single = 0;
+    int64_t single_work = 0;  // multiply-adds of q.k over the single-token queries
+    for (int32_t s = 0; s < meta.num_seqs; ++s) {
+      if (meta.query_start_loc[s + 1] - meta.query_start_loc[s] != 1) continue;
+      ++n_single;
+      single_work += static_cast<int64_t>(meta.seq_lens[s]) * shape.n_heads * hd;
+    }
+    int32_t single_heads = shape.n_kv_heads;  // KV heads per single-token item
+    if (n_single > 0 && single_work >= kMinParallelWork) {
+      const int32_t groups =
+          std::clamp<int32_t>((2 * threads + n_single - 1) / n_single, 1, shape.n_kv_heads);
+      single_heads = (shape.n_kv_heads + groups - 1) / groups;
+    }
+    int32_t max_heads = 1;
     for (int32_t s = 0; s < meta.num_seqs; ++s) {
       const int32_t nq = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
       const int32_t ctx = meta.seq_lens[s];
       if (nq <= 0) continue;
-      if (nq == 1) {
+      if (nq == 1 && split_decode_) {
         ++n_decode;
+        continue;
+      }
+      if (nq == 1) {
+        max_tile_tokens = std::max(max_tile_tokens, 1);
+        for (int32_t kh = 0; kh < shape.n_kv_heads; kh += single_heads) {
+          const int32_t nh = std::min(single_heads, shape.n_kv_heads - kh);
+          max_heads = std::max(max_heads, nh);
+          items.push_back({static_cast<int64_t>(G) * nh * ctx, s, 0, kh, 0, 1, 0, nh});
+          ++n_prefill;
+        }
         continue;
       }
       for (int32_t t0 = 0; t0 < nq; t0 += tile_tokens) {
@@ -94,7 +140,7 @@ class FlashAttention final : public AttentionBackend {
     int64_t part_total = 0;
     for (int32_t s = 0; s < meta.num_seqs; ++s) {
       const int32_t nq = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
-      if (nq != 1) continue;
+      if (nq != 1 || !split_decode_) continue;
       const int32_t ctx = meta.seq_lens[s];
       const int32_t ns = std::max(1, std::min(splits, ctx / kMinSplitTokens));
       const int64_t cost = static_cast<int64_t>(shape.n_heads) * ctx;
@@ -116,8 +162,9 @@ class FlashAttention final : public AttentionBackend {
     std::vector<float> parts(part_total);
 
     const int64_t scratch_floats =
-        std::max(n_prefill > 0 ? K.prefill_scratch_floats(max_tile_tokens * G, hd) : 0,
-                 K.decode_scratch_floats(shape.n_kv_heads, G, hd));
+        std::max({n_prefill > 0 ? K.prefill_scratch_floats(max_tile_tokens * G, hd, 1) : 0,
+                  n_single > 0 && !split_decode_ ? K.prefill_scratch_floats(G, hd, max_heads) : 0,
+                  n_decode > 0 ? K.decode_scratch_floats(shape.n_kv_heads, G, hd) : 0});
     const float scale_log2 = shape.scale * kLog2e;
     const int64_t n_items = static_cast<int64_t>(items.size());
     std::atomic<int64_t> next{0};
@@ -140,6 +187,7 @@ class FlashAttention final : public AttentionBackend {
           PrefillTile t;
           t.kv = kv;
           t.kv_head = it.a;
+          t.num_kv_heads = it.heads;
           const int64_t row0 = (q0 + it.b) * q_stride + static_cast<int64_t>(it.a) * G * hd;
           t.q = q + row0;
           t.out = out + row0;
@@ -169,7 +217,9 @@ class FlashAttention final : public AttentionBackend {
         }
       }
     };
-    if (pool != nullptr && threads > 1 && n_items > 1) {
+    int64_t total_work = 0;  // q.k multiply-adds, roughly
+    for (const Item& it : items) total_work += it.cost * hd;
+    if (pool != nullptr && threads > 1 && n_items > 1 && total_work >= kMinParallelWork) {
       pool->parallel_for(std::min<int64_t>(threads, n_items), worker);
     } else {
       worker(0, 1);
@@ -206,13 +256,16 @@ class FlashAttention final : public AttentionBackend {
       }
     }
   }
+
+ private:
+  bool split_decode_;
 };
 
 }  // namespace
 
 namespace attention_internal {
-std::unique_ptr<AttentionBackend> make_flash_attention() {
-  return std::make_unique<FlashAttention>();
+std::unique_ptr<AttentionBackend> make_flash_attention(bool split_decode) {
+  return std::make_unique<FlashAttention>(split_decode);
 }
 }  // namespace attention_internal
 

@@ -25,11 +25,14 @@ struct KvSource {
 };
 
 /// One prefill work item: `num_tokens` consecutive query tokens of one sequence (positions
-/// first_pos, first_pos + 1, ...) times the `group` query heads of KV head `kv_head`, i.e.
-/// num_tokens * group rows, attending causally to positions 0..their own.
+/// first_pos, first_pos + 1, ...) times the `group` query heads of each of the KV heads
+/// kv_head .. kv_head + num_kv_heads - 1, i.e. num_tokens * group rows per KV head, attending
+/// causally to positions 0..their own. The heads are walked one after another on each KV
+/// tile; a row's result does not depend on num_kv_heads or num_tokens.
 struct PrefillTile {
   KvSource kv;
   int32_t kv_head = 0;
+  int32_t num_kv_heads = 1;
   const float* q = nullptr;  // row (token 0, head kv_head * group); tokens q_stride apart
   float* out = nullptr;      // same layout as q
   int64_t q_stride = 0;      // n_heads * head_dim
@@ -61,7 +64,8 @@ struct FlashKernels {
   const char* isa;
   int32_t lanes;
   int32_t prefill_rows;  // target query rows (tokens x group) per prefill tile
-  int64_t (*prefill_scratch_floats)(int32_t rows, int32_t head_dim);
+  /// Scratch of a prefill item of `rows` rows per KV head and `heads` KV heads.
+  int64_t (*prefill_scratch_floats)(int32_t rows, int32_t head_dim, int32_t heads);
   void (*prefill)(const PrefillTile& tile, float* scratch);
   int64_t (*decode_scratch_floats)(int32_t n_kv_heads, int32_t group, int32_t head_dim);
   void (*decode)(const DecodeTask& task, float* scratch);

@@ -172,10 +172,12 @@ void pv_dispatch_nd(int nd, const float* p, int64_t p_rs, int64_t p_js, const vo
 
 struct PrefillLayout {
   int64_t qt, s, o, m, l, alpha, qpos, kbuf, vbuf, kptr, vptr, slot, total;
+  int64_t qt_head, o_head, row_head;  // per-KV-head strides of qt, o and m / l / alpha
+  int64_t kt, qpk, qpk_head;          // single-token tiles: K^T of a KV tile, packed Q
 };
 
 template <class V>
-PrefillLayout prefill_layout(int32_t rows, int32_t hd) {
+PrefillLayout prefill_layout(int32_t rows, int32_t hd, int32_t heads) {
   constexpr int64_t Bc = kPrefillKvTile, NJ = V::kQkNj;
   const int64_t rp = round_up(rows, V::L), hdp = round_up(hd, V::L);
   PrefillLayout y;
@@ -185,43 +187,86 @@ PrefillLayout prefill_layout(int32_t rows, int32_t hd) {
     at += round_up(n, 16);
     return r;
   };
-  y.qt = take(hd * rp);
+  y.qt_head = round_up(hd * rp, 16);
+  y.o_head = round_up(rp * hdp, 16);
+  y.row_head = round_up(rp, 16);
+  y.qt = take(heads * y.qt_head);
   y.s = take((Bc + NJ) * rp);
-  y.o = take(rp * hdp);
-  y.m = take(rp);
-  y.l = take(rp);
-  y.alpha = take(rp);
+  y.o = take(heads * y.o_head);
+  y.m = take(heads * y.row_head);
+  y.l = take(heads * y.row_head);
+  y.alpha = take(heads * y.row_head);
   y.qpos = take(rp);
   y.kbuf = take(Bc * hdp);
   y.vbuf = take(Bc * hdp);
   y.kptr = take(2 * (Bc + NJ));  // pointers, two floats each
   y.vptr = take(2 * (Bc + NJ));
   y.slot = take(4 * Bc);  // this tile's and the next tile's slot offsets
+  y.qpk_head = hdp * V::L;
+  y.kt = take(hdp * Bc);
+  y.qpk = take(heads * y.qpk_head);
   y.total = at;
   return y;
 }
 
-template <class V>
-int64_t prefill_scratch_floats(int32_t rows, int32_t head_dim) {
-  return prefill_layout<V>(rows, head_dim).total;
+// Scores of a single-token tile whose group G divides L (RR = L / G KV rows per vector):
+// lanes hold (head g, row r) at g * RR + r, so one FMA serves RR rows of all G heads (the
+// generic qk_block would leave L - G lanes idle). kt = K^T of the KV tile ([d][Bc], rows
+// past bc hold finite padding); qpk[d][g * RR + r] = Q^T[d][g]. S^T[j][g] = the same FMA
+// chain over d = 0..hd-1 from zero as qk_block's (K[j][d] * Q^T[d][g] + acc): bit for bit
+// the same scores (batch invariance: decode tokens match prompt tokens).
+template <class V, int RR>
+void qk_packed(const float* kt, const float* qpk, int32_t hd, int32_t bc, int32_t G, float* s,
+               int64_t lds) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  constexpr int32_t Bc = kPrefillKvTile;
+  constexpr int NA = 8 * RR <= Bc ? 8 : Bc / RR;  // independent accumulators (row groups)
+  alignas(64) float tmp[NA * L];
+  for (int32_t jb = 0; jb < bc; jb += NA * RR) {
+    vec acc[NA];
+#pragma GCC unroll 8
+    for (int a = 0; a < NA; ++a) acc[a] = V::zero();
+    for (int32_t d = 0; d < hd; ++d) {
+      const vec q = V::load(qpk + static_cast<int64_t>(d) * L);
+      const float* kd = kt + static_cast<int64_t>(d) * Bc + jb;
+#pragma GCC unroll 8
+      for (int a = 0; a < NA; ++a) {
+        if (jb + a * RR < Bc) acc[a] = V::fma(V::template bcast<RR>(kd + a * RR), q, acc[a]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < NA; ++a) V::store(tmp + a * L, acc[a]);
+    const int32_t rows = imin(NA * RR, bc - jb);
+    for (int32_t j = 0; j < rows; ++j) {
+      const float* src = tmp + (j / RR) * L + j % RR;
+      float* dst = s + (jb + j) * lds;
+      for (int32_t g = 0; g < G; ++g) dst[g] = src[g * RR];
+    }
+  }
 }
 
+template <class V>
+int64_t prefill_scratch_floats(int32_t rows, int32_t head_dim, int32_t heads) {
+  return prefill_layout<V>(rows, head_dim, heads).total;
+}
+
+// Every query row (token x head) is computed by the same per-row arithmetic whatever the
+// tile holds (how many tokens, which heads, where the chunk starts): S^T[j][i] is one FMA
+// chain over d, the softmax walks KV tiles at the absolute positions 0, 64, 128, ... (masked
+// positions add exact zeros), and O[i] is one FMA chain over j per tile. So a row's bits
+// depend only on its q, its context and its position (batch invariance).
 template <class V>
 void prefill(const PrefillTile& t, float* scratch) {
   using vec = typename V::vec;
   constexpr int L = V::L, NI = V::kQkNi, NJ = V::kQkNj, MI = V::kPvMi, ND = V::kPvNd;
   constexpr int32_t Bc = kPrefillKvTile;
   static_assert(L % MI == 0, "PV row block must divide the lane count");
-  const int32_t G = t.group, hd = t.head_dim;
+  const int32_t G = t.group, hd = t.head_dim, NH = t.num_kv_heads;
   const int32_t hdp = static_cast<int32_t>(round_up(hd, L)), nv = hdp / L;
   const int32_t R = t.num_tokens * G, Rp = static_cast<int32_t>(round_up(R, L));
-  const PrefillLayout y = prefill_layout<V>(R, hd);
-  float* qt = scratch + y.qt;
+  const PrefillLayout y = prefill_layout<V>(R, hd, NH);
   float* s = scratch + y.s;
-  float* o = scratch + y.o;
-  float* m = scratch + y.m;
-  float* l = scratch + y.l;
-  float* alpha = scratch + y.alpha;
   float* qpos = scratch + y.qpos;
   float* kbuf = scratch + y.kbuf;
   float* vbuf = scratch + y.vbuf;
@@ -233,25 +278,44 @@ void prefill(const PrefillTile& t, float* scratch) {
   const bool direct = kv.dtype == DType::kF32 && hd % L == 0;
   const int64_t esz = kv.dtype == DType::kF32 ? 4 : 2;
   const int64_t row_bytes = hd * esz;
-  const int64_t head_off = static_cast<int64_t>(t.kv_head) * hd;
+  // A single-token tile (a decode token) whose group divides L: packed scores (qk_packed).
+  const int RR = G < L && L % G == 0 ? L / G : 0;
+  const bool packed = t.num_tokens == 1 && RR > 0 && V::packed_r(RR);
+  float* kt = scratch + y.kt;
 
-  // Q^T, pre-scaled into the log2 domain; padding rows are zero and sit at the last row's
-  // position (they compute harmless finite values that are never written out).
-  for (int32_t i = 0; i < Rp; ++i) {
-    const int32_t ii = imin(i, R - 1);
-    qpos[i] = static_cast<float>(t.first_pos + ii / G);
-    m[i] = kNegInf;
-    l[i] = 0.0f;
-    if (i < R) {
-      const float* qr = t.q + (i / G) * t.q_stride + (i % G) * hd;
-      for (int32_t d = 0; d < hd; ++d) qt[static_cast<int64_t>(d) * Rp + i] = qr[d] * t.scale_log2;
-    } else {
-      for (int32_t d = 0; d < hd; ++d) qt[static_cast<int64_t>(d) * Rp + i] = 0.0f;
+  // Q^T per KV head, pre-scaled into the log2 domain; padding rows are zero and sit at the
+  // last row's position (they compute harmless finite values that are never written out).
+  for (int32_t i = 0; i < Rp; ++i) qpos[i] = static_cast<float>(t.first_pos + imin(i, R - 1) / G);
+  for (int32_t h = 0; h < NH; ++h) {
+    float* qt = scratch + y.qt + h * y.qt_head;
+    float* m = scratch + y.m + h * y.row_head;
+    float* l = scratch + y.l + h * y.row_head;
+    float* o = scratch + y.o + h * y.o_head;
+    for (int32_t i = 0; i < Rp; ++i) {
+      m[i] = kNegInf;
+      l[i] = 0.0f;
+      if (i < R) {
+        const float* qr = t.q + (i / G) * t.q_stride + (h * G + i % G) * hd;
+        for (int32_t d = 0; d < hd; ++d) qt[static_cast<int64_t>(d) * Rp + i] = qr[d] * t.scale_log2;
+      } else {
+        for (int32_t d = 0; d < hd; ++d) qt[static_cast<int64_t>(d) * Rp + i] = 0.0f;
+      }
+    }
+    for (int64_t i = 0; i < static_cast<int64_t>(Rp) * hdp; ++i) o[i] = 0.0f;
+    if (packed) {
+      float* qpk = scratch + y.qpk + h * y.qpk_head;
+      for (int32_t d = 0; d < hd; ++d)
+        for (int32_t lane = 0; lane < L; ++lane)
+          qpk[d * L + lane] = qt[static_cast<int64_t>(d) * Rp + lane / RR];
     }
   }
-  for (int64_t i = 0; i < static_cast<int64_t>(Rp) * hdp; ++i) o[i] = 0.0f;
+  if (packed) {  // lanes past G of the scores are never computed: keep them finite
+    for (int64_t i = 0; i < static_cast<int64_t>(Bc + NJ) * Rp; ++i) s[i] = 0.0f;
+    for (int64_t i = 0; i < static_cast<int64_t>(hdp) * Bc; ++i) kt[i] = 0.0f;
+  }
 
   const int32_t kv_end = t.first_pos + t.num_tokens;  // last position + 1
+  const int32_t Rm = static_cast<int32_t>(round_up(R, MI));  // rows PV computes (see below)
   for (int32_t kv0 = 0; kv0 < kv_end; kv0 += Bc) {
     const int32_t bc = imin(Bc, kv_end - kv0);
     if (kv0 == 0) {
@@ -261,98 +325,147 @@ void prefill(const PrefillTile& t, float* scratch) {
       slot = slot_next;
       slot_next = tmp;
     }
-    for (int32_t j = 0; j < bc; ++j) {
-      const int64_t off = slot[j] + head_off;
-      if (direct) {
-        kp[j] = static_cast<const float*>(kv.k) + off;
-        vp[j] = static_cast<const float*>(kv.v) + off;
-      } else {
-        convert_row<V>(kv.k, kv.dtype, off, hd, hdp, kbuf + static_cast<int64_t>(j) * hdp);
-        convert_row<V>(kv.v, kv.dtype, off, hd, hdp, vbuf + static_cast<int64_t>(j) * hdp);
-        kp[j] = kbuf + static_cast<int64_t>(j) * hdp;
-        vp[j] = vbuf + static_cast<int64_t>(j) * hdp;
-      }
-    }
-    const int32_t bcn = static_cast<int32_t>(round_up(bc, NJ));
-    for (int32_t j = bc; j < bcn; ++j) kp[j] = kp[0];
-
-    // S^T = K Q^T for this KV tile; meanwhile V rows of this tile are requested (cache rows
-    // of one head sit a slot apart, so hardware prefetchers rarely help).
-    for (int32_t j0 = 0; j0 < bcn; j0 += NJ) {
-      if (direct) {
-        for (int32_t j = j0; j < imin(j0 + NJ, bc); ++j) prefetch_row(vp[j], row_bytes);
-      }
-      for (int32_t i0 = 0; i0 < Rp; i0 += NI * L) {
-        float* sb = s + static_cast<int64_t>(j0) * Rp + i0;
-        switch (imin(NI, (Rp - i0) / L)) {
-          case 1: qk_block<V, 1, NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
-          case 2: qk_block<V, (NI >= 2 ? 2 : 1), NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
-          case 3: qk_block<V, (NI >= 3 ? 3 : 1), NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
-          default: qk_block<V, NI, NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
+    const int32_t kv1 = kv0 + Bc, bn = imin(Bc, kv_end - kv1);  // next tile's rows
+    if (bn > 0) slot_offsets(kv, kv1, bn, slot_next);
+    const bool diag = kv0 + bc - 1 > t.first_pos;
+    // The KV heads of the item, one after another on this tile (a decode token's item covers
+    // every KV head, so each cache slot row is used completely while it is in cache).
+    for (int32_t h = 0; h < NH; ++h) {
+      float* qt = scratch + y.qt + h * y.qt_head;
+      float* m = scratch + y.m + h * y.row_head;
+      float* l = scratch + y.l + h * y.row_head;
+      float* alpha = scratch + y.alpha + h * y.row_head;
+      float* o = scratch + y.o + h * y.o_head;
+      const int64_t head_off = static_cast<int64_t>(t.kv_head + h) * hd;
+      for (int32_t j = 0; j < bc; ++j) {
+        const int64_t off = slot[j] + head_off;
+        if (direct) {
+          kp[j] = static_cast<const float*>(kv.k) + off;
+          vp[j] = static_cast<const float*>(kv.v) + off;
+        } else {
+          convert_row<V>(kv.k, kv.dtype, off, hd, hdp, kbuf + static_cast<int64_t>(j) * hdp);
+          convert_row<V>(kv.v, kv.dtype, off, hd, hdp, vbuf + static_cast<int64_t>(j) * hdp);
+          kp[j] = kbuf + static_cast<int64_t>(j) * hdp;
+          vp[j] = vbuf + static_cast<int64_t>(j) * hdp;
         }
       }
-    }
+      const int32_t bcn = static_cast<int32_t>(round_up(bc, NJ));
+      for (int32_t j = bc; j < bcn; ++j) kp[j] = kp[0];
 
-    // Online softmax, L query rows at a time. The first tile holds position 0, which every
-    // query sees, so m is finite from then on; masked scores become exp2(-inf) = 0.
-    const bool diag = kv0 + bc - 1 > t.first_pos;
-    for (int32_t i = 0; i < Rp; i += L) {
-      const vec m_old = V::load(m + i);
-      vec mx = m_old;
-      if (diag) {
-        const vec qp = V::load(qpos + i);
+      // S^T = K Q^T for this KV tile; meanwhile V rows of this tile are requested (cache rows
+      // of one head sit a slot apart, so hardware prefetchers rarely help).
+      if (packed) {
+        // K^T of the tile, L rows x L dims per register transpose (rows past bc: row 0).
+        const int32_t bcl = static_cast<int32_t>(round_up(bc, L));
+        const int32_t hdt = direct ? hd : hdp;  // both multiples of L
+        for (int32_t j = bc; j < bcl; ++j) kp[j] = kp[0];
+        for (int32_t j0 = 0; j0 < bcl; j0 += L) {
+          if (direct) {
+            for (int32_t j = j0; j < imin(j0 + L, bc); ++j) prefetch_row(vp[j], row_bytes);
+          }
+          for (int32_t d0 = 0; d0 < hdt; d0 += L) {
+            vec r[L];
+#pragma GCC unroll 16
+            for (int i = 0; i < L; ++i) r[i] = V::load(kp[j0 + i] + d0);
+            V::transpose(r);
+#pragma GCC unroll 16
+            for (int i = 0; i < L; ++i) V::store(kt + static_cast<int64_t>(d0 + i) * Bc + j0, r[i]);
+          }
+        }
+        const float* qpk = scratch + y.qpk + h * y.qpk_head;
+        if constexpr (V::packed_r(16)) {
+          if (RR == 16) qk_packed<V, (L >= 16 ? 16 : 8)>(kt, qpk, hd, bc, G, s, Rp);
+        }
+        if (RR == 8) qk_packed<V, 8>(kt, qpk, hd, bc, G, s, Rp);
+        if (RR == 4) qk_packed<V, 4>(kt, qpk, hd, bc, G, s, Rp);
+      }
+      for (int32_t j0 = 0; !packed && j0 < bcn; j0 += NJ) {
+        if (direct) {
+          for (int32_t j = j0; j < imin(j0 + NJ, bc); ++j) prefetch_row(vp[j], row_bytes);
+        }
+        for (int32_t i0 = 0; i0 < Rp; i0 += NI * L) {
+          float* sb = s + static_cast<int64_t>(j0) * Rp + i0;
+          switch (imin(NI, (Rp - i0) / L)) {
+            case 1: qk_block<V, 1, NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
+            case 2: qk_block<V, (NI >= 2 ? 2 : 1), NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
+            case 3: qk_block<V, (NI >= 3 ? 3 : 1), NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
+            default: qk_block<V, NI, NJ>(qt + i0, Rp, kp + j0, hd, sb, Rp); break;
+          }
+        }
+      }
+
+      // Online softmax, L query rows at a time. The first tile holds position 0, which every
+      // query sees, so m is finite from then on; masked scores become exp2(-inf) = 0.
+      for (int32_t i = 0; i < Rp; i += L) {
+        const vec m_old = V::load(m + i);
+        vec mx = m_old;
+        if (diag) {
+          const vec qp = V::load(qpos + i);
+          for (int32_t j = 0; j < bc; ++j) {
+            float* sp = s + static_cast<int64_t>(j) * Rp + i;
+            const vec x = V::mask_after(V::load(sp), qp, static_cast<float>(kv0 + j));
+            V::store(sp, x);
+            mx = V::max(mx, x);
+          }
+        } else {
+          for (int32_t j = 0; j < bc; ++j) mx = V::max(mx, V::load(s + static_cast<int64_t>(j) * Rp + i));
+        }
+        vec sum = V::zero();
         for (int32_t j = 0; j < bc; ++j) {
           float* sp = s + static_cast<int64_t>(j) * Rp + i;
-          const vec x = V::mask_after(V::load(sp), qp, static_cast<float>(kv0 + j));
-          V::store(sp, x);
-          mx = V::max(mx, x);
+          const vec p = V::exp2(V::sub(V::load(sp), mx));
+          V::store(sp, p);
+          sum = V::add(sum, p);
         }
-      } else {
-        for (int32_t j = 0; j < bc; ++j) mx = V::max(mx, V::load(s + static_cast<int64_t>(j) * Rp + i));
+        const vec a = V::exp2(V::sub(m_old, mx));
+        V::store(l + i, V::fma(V::load(l + i), a, sum));
+        V::store(m + i, mx);
+        V::store(alpha + i, a);
       }
-      vec sum = V::zero();
-      for (int32_t j = 0; j < bc; ++j) {
-        float* sp = s + static_cast<int64_t>(j) * Rp + i;
-        const vec p = V::exp2(V::sub(V::load(sp), mx));
-        V::store(sp, p);
-        sum = V::add(sum, p);
+      if (kv0 > 0) {
+        for (int32_t i = 0; i < R; ++i) {  // padding rows' O is never read
+          if (alpha[i] == 1.0f) continue;
+          const vec a = V::set1(alpha[i]);
+          float* orow = o + static_cast<int64_t>(i) * hdp;
+          for (int32_t d = 0; d < hdp; d += L) V::store(orow + d, V::mul(V::load(orow + d), a));
+        }
       }
-      const vec a = V::exp2(V::sub(m_old, mx));
-      V::store(l + i, V::fma(V::load(l + i), a, sum));
-      V::store(m + i, mx);
-      V::store(alpha + i, a);
-    }
-    if (kv0 > 0) {
-      for (int32_t i = 0; i < Rp; ++i) {
-        if (alpha[i] == 1.0f) continue;
-        const vec a = V::set1(alpha[i]);
-        float* orow = o + static_cast<int64_t>(i) * hdp;
-        for (int32_t d = 0; d < hdp; d += L) V::store(orow + d, V::mul(V::load(orow + d), a));
-      }
-    }
 
-    // O += P V, one d-slab of V at a time (reused from L1 by every row block); meanwhile the
-    // next tile's K rows are requested.
-    const int32_t kv1 = kv0 + Bc, bn = imin(Bc, kv_end - kv1);
-    if (bn > 0) slot_offsets(kv, kv1, bn, slot_next);
-    int32_t pf_next = 0;
-    const int32_t steps = ((nv + ND - 1) / ND) * (Rp / MI);
-    const int32_t per_step = bn > 0 ? (bn + steps - 1) / steps : 0;
-    for (int32_t d0 = 0; d0 < nv; d0 += ND) {
-      for (int32_t i0 = 0; i0 < Rp; i0 += MI) {
-        for (int32_t e = imin(pf_next + per_step, bn); pf_next < e; ++pf_next)
-          prefetch_row(static_cast<const char*>(kv.k) + (slot_next[pf_next] + head_off) * esz, row_bytes);
-        pv_dispatch_nd<V, DType::kF32, MI>(imin(ND, nv - d0), s + i0, 1, Rp, vp, bc, d0 * L,
-                                          o + static_cast<int64_t>(i0) * hdp + d0 * L, hdp);
+      // O += P V, one d-slab of V at a time (reused from L1 by every row block), for the R
+      // real rows only (a decode token's tile has `group` real rows of its L lanes). Meanwhile
+      // the K rows computed next are requested (and V rows too when they are converted
+      // before QK, i.e. not read in place): the next head's on this tile, or the first
+      // head's on the next tile.
+      const bool same = h + 1 < NH;
+      const int64_t* pf_slot = same ? slot : slot_next;
+      const int64_t pf_off = same ? head_off + hd : static_cast<int64_t>(t.kv_head) * hd;
+      const int32_t pf_n = same ? bc : imax(bn, 0);
+      int32_t pf_next = 0;
+      const int32_t steps = ((nv + ND - 1) / ND) * (Rm / MI);
+      const int32_t per_step = pf_n > 0 ? (pf_n + steps - 1) / steps : 0;
+      for (int32_t d0 = 0; d0 < nv; d0 += ND) {
+        for (int32_t i0 = 0; i0 < Rm; i0 += MI) {
+          for (int32_t e = imin(pf_next + per_step, pf_n); pf_next < e; ++pf_next) {
+            const int64_t at = (pf_slot[pf_next] + pf_off) * esz;
+            prefetch_row(static_cast<const char*>(kv.k) + at, row_bytes);
+            if (!direct) prefetch_row(static_cast<const char*>(kv.v) + at, row_bytes);
+          }
+          pv_dispatch_nd<V, DType::kF32, MI>(imin(ND, nv - d0), s + i0, 1, Rp, vp, bc, d0 * L,
+                                            o + static_cast<int64_t>(i0) * hdp + d0 * L, hdp);
+        }
       }
     }
   }
 
-  for (int32_t i = 0; i < R; ++i) {
-    const float inv = 1.0f / l[i];
-    const float* orow = o + static_cast<int64_t>(i) * hdp;
-    float* dst = t.out + (i / G) * t.q_stride + (i % G) * hd;
-    for (int32_t d = 0; d < hd; ++d) dst[d] = orow[d] * inv;
+  for (int32_t h = 0; h < NH; ++h) {
+    const float* l = scratch + y.l + h * y.row_head;
+    const float* o = scratch + y.o + h * y.o_head;
+    for (int32_t i = 0; i < R; ++i) {
+      const float inv = 1.0f / l[i];
+      const float* orow = o + static_cast<int64_t>(i) * hdp;
+      float* dst = t.out + (i / G) * t.q_stride + (h * G + i % G) * hd;
+      for (int32_t d = 0; d < hd; ++d) dst[d] = orow[d] * inv;
+    }
   }
 }
 

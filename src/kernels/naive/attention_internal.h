@@ -28,7 +28,9 @@ inline int64_t slot_of(const int32_t* block_table, int32_t block_size, int32_t p
 
 /// Backend constructors (the registry, kernels/cpu/attention_registry.cc, maps names to them).
 std::unique_ptr<AttentionBackend> make_naive_attention();
-std::unique_ptr<AttentionBackend> make_flash_attention();
+/// split_decode = false: "flash" (batch-invariant); true: "flash-split" (dedicated decode
+/// kernel with flash-decoding splits, faster for few long decodes, not batch-invariant).
+std::unique_ptr<AttentionBackend> make_flash_attention(bool split_decode);
 
 /// Reads n values at element offset `offset` of a cache tensor in `dtype` as float32.
 void load_kv_values(const void* base, DType dtype, int64_t offset, float* dst, int64_t n);
