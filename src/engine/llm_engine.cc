@@ -276,8 +276,23 @@ std::vector<RequestOutput> EngineCore::step() {
     req.num_computed_tokens += s.num_scheduled_tokens;
     if (req.num_output_tokens() == 0) counters_.prompt_tokens_total += s.num_scheduled_tokens;
     if (logits.logits_row_start[si] < 0) continue;  // partial prefill chunk
+    int32_t last_row = logits.logits_row_start[si];
+    if (s.logits_mode == LogitsMode::kAll) {
+      // Row j predicts token num_computed + j + 1: a prompt logprob while that is a prompt
+      // token. A prefill restarted after preemption computes them again from the start.
+      if (s.num_computed_tokens == 0) req.prompt_logprobs.clear();
+      for (int32_t j = 0; j < s.num_scheduled_tokens; ++j) {
+        const int32_t pos = s.num_computed_tokens + j + 1;
+        if (pos >= req.num_prompt_tokens) break;
+        req.prompt_logprobs.push_back(compute_logprobs(
+            logits.row(last_row + j), logits.vocab_size, req.token_ids[pos],
+            req.params.prompt_logprobs, sample_scratch_));
+      }
+      if (req.num_computed_tokens < req.num_tokens()) continue;  // partial prefill chunk
+      last_row += s.num_scheduled_tokens - 1;
+    }
 
-    const float* row = logits.row(logits.logits_row_start[si]);
+    const float* row = logits.row(last_row);
     const float* raw_row = row;
     if (needs_logits_processing(req.params, req.num_output_tokens())) {
       // Penalties and min_tokens masking work on a copy; the runner's logits stay raw.
@@ -298,6 +313,8 @@ std::vector<RequestOutput> EngineCore::step() {
     const FinishReason reason = append_token(req, token, *tokenizer_, max_model_len_);
     if (reason != FinishReason::kNone) finish(req, reason);
     RequestOutput out = make_output(req, {token});
+    if (req.num_output_tokens() == 1 && req.params.prompt_logprobs >= 0)
+      out.prompt_logprobs = std::move(req.prompt_logprobs);
     if (req.params.logprobs >= 0)  // of the raw logits (vLLM's default), not the processed ones
       out.logprobs.push_back(compute_logprobs(raw_row, logits.vocab_size, token,
                                               req.params.logprobs, sample_scratch_));

@@ -33,6 +33,9 @@ struct Request {
   int32_t num_preemptions = 0;
   int32_t priority = 0;       // lower runs first under SchedulingPolicy::kPriority
   bool batch_member = false;  // static/dynamic batching: belongs to the current batch
+  /// params.prompt_logprobs >= 0: entries for prompt positions 1.. computed so far (cleared
+  /// when a preempted prefill restarts); moved into the first output.
+  std::vector<TokenLogprobs> prompt_logprobs;
 
   // Output processing: incremental detokenization and stop strings.
   IncrementalDetokenizer detokenizer;

@@ -41,6 +41,10 @@ struct RequestOutput {
   std::vector<int32_t> new_token_ids;
   /// One per new_token_ids entry when the request asked for logprobs (params.logprobs >= 0).
   std::vector<TokenLogprobs> logprobs;
+  /// params.prompt_logprobs >= 0, first output only: one entry per prompt token from the
+  /// second on (entry i-1 = prompt token i given the tokens before it; the first prompt token
+  /// has none).
+  std::vector<TokenLogprobs> prompt_logprobs;
   std::string new_text;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;

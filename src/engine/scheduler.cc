@@ -40,9 +40,13 @@ void Scheduler::add_scheduled(SchedulerOutput& out, Request* req, int32_t num_ne
   s.num_scheduled_tokens = num_new;
   s.block_table = req->block_table.data();
   s.num_blocks = static_cast<int32_t>(req->block_table.size());
-  // Sample only once the whole known sequence has been computed.
-  s.logits_mode = req->num_computed_tokens + num_new == req->num_tokens() ? LogitsMode::kLast
-                                                                          : LogitsMode::kNone;
+  // Sample only once the whole known sequence has been computed. Prompt logprobs need the
+  // logits of every prompt position, in every chunk, until the first token exists.
+  if (req->params.prompt_logprobs >= 0 && req->num_output_tokens() == 0)
+    s.logits_mode = LogitsMode::kAll;
+  else
+    s.logits_mode = req->num_computed_tokens + num_new == req->num_tokens() ? LogitsMode::kLast
+                                                                            : LogitsMode::kNone;
   out.seqs.push_back(s);
   out.total_num_scheduled_tokens += num_new;
 }

@@ -23,6 +23,9 @@ Status SamplingParams::validate(int32_t vocab_size) const {
   if (logprobs < -1 || logprobs > kMaxLogprobs)
     return InvalidArgument("logprobs must be between 0 and {} alternatives, got {}", kMaxLogprobs,
                            logprobs);
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxLogprobs)
+    return InvalidArgument("prompt_logprobs must be between 0 and {} alternatives, got {}",
+                           kMaxLogprobs, prompt_logprobs);
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1, got {}", max_tokens);
   if (min_tokens < 0) return InvalidArgument("min_tokens must be >= 0, got {}", min_tokens);
   if (min_tokens > max_tokens)

@@ -39,6 +39,11 @@ struct SamplingParams {
   /// tokens' (0..kMaxLogprobs), from the log-softmax of the raw logits (before penalties and
   /// temperature; vLLM's default "raw_logprobs").
   int32_t logprobs = -1;
+  /// Prompt log-probabilities (vLLM's prompt_logprobs): -1 = none; k >= 0 = for every prompt
+  /// position i >= 1, the logprob of prompt token i given tokens 0..i-1 plus the k most likely
+  /// tokens there (raw log-softmax, like logprobs). Delivered once, with the first output.
+  /// Computing them keeps the logits of every prompt position (one lm_head row per token).
+  int32_t prompt_logprobs = -1;
   /// Seed for this request's private RNG: the same seed and request give the same tokens
   /// whatever else is batched. Absent: seeded from the engine seed and the request id.
   std::optional<uint64_t> seed;

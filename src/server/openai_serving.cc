@@ -263,9 +263,14 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
     int32_t tokens = 0;
     FinishReason& finish_reason = choices[i].finish_reason;
     LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token);
+    bool prompt_logprobs_added = !(gen.echo_text && gen.logprobs);
     while (finish_reason == FinishReason::kNone) {
       std::optional<RequestOutput> out = inflight[i]->next(should_cancel);
       if (!out) return set_error_response(cancelled_error(), res);
+      if (!prompt_logprobs_added) {  // echo + logprobs: the prompt's entries come first
+        logprobs.add_prompt(gen.request.prompt_token_ids, out->prompt_logprobs);
+        prompt_logprobs_added = true;
+      }
       choices[i].text += out->new_text;
       for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
         logprobs.add(out->new_token_ids[k], out->logprobs[k]);
@@ -300,6 +305,8 @@ struct StreamState {
   ResponseMeta meta;
   bool include_usage = false;
   std::optional<std::string> echo_text;  // prefixed to each choice's first chunk
+  /// echo + logprobs: the prompt, whose entries open each choice's logprobs.
+  std::vector<int32_t> echo_prompt_ids;
   Usage usage;
   CancelCheck should_cancel;
 };
@@ -319,6 +326,7 @@ bool StreamState::pump(httplib::DataSink& sink) {
   std::vector<int32_t> tokens(n, 0);
   std::vector<uint8_t> done(n, 0);
   std::vector<uint8_t> echoed(n, echo_text ? 0 : 1);
+  std::vector<uint8_t> prompt_logprobs_added(n, echo_text && !logprobs.empty() ? 0 : 1);
   int32_t remaining = n;
   double last_cancel_check = now_seconds();
   while (remaining > 0) {
@@ -329,6 +337,10 @@ bool StreamState::pump(httplib::DataSink& sink) {
       if (!out) continue;
       got_any = true;
       tokens[i] = std::max(tokens[i], out->num_output_tokens);
+      if (!prompt_logprobs_added[i]) {
+        logprobs[i].add_prompt(echo_prompt_ids, out->prompt_logprobs);
+        prompt_logprobs_added[i] = 1;
+      }
       if (!logprobs.empty())
         for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
           logprobs[i].add(out->new_token_ids[k], out->logprobs[k]);
@@ -380,6 +392,7 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
   state->meta = std::move(gen.meta);
   state->include_usage = gen.include_usage;
   state->echo_text = std::move(gen.echo_text);
+  if (state->echo_text && gen.logprobs) state->echo_prompt_ids = gen.request.prompt_token_ids;
   if (gen.logprobs)
     for (int32_t i = 0; i < gen.n; ++i)
       state->logprobs.emplace_back(state->meta.kind, &engine_.engine().tokenizer(),

@@ -113,14 +113,11 @@ std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* ou
   return std::nullopt;
 }
 
-/// Completions "echo": a boolean; with logprobs it would need the prompt tokens' logprobs,
-/// which the engine does not compute, so that combination is rejected.
-std::optional<ApiError> read_echo(const json& body, const SamplingParams& p, bool* echo) {
+/// Completions "echo": a boolean; with logprobs the prompt tokens' logprobs are returned too
+/// (OpenAI/vLLM), so the engine is asked for prompt logprobs with the same k.
+std::optional<ApiError> read_echo(const json& body, SamplingParams* p, bool* echo) {
   if (auto err = read_bool(body, "echo", echo)) return err;
-  if (*echo && p.logprobs >= 0)
-    return bad_request("echo with logprobs (prompt logprobs) is not supported: send 'echo' or "
-                       "'logprobs', not both",
-                       "echo");
+  if (*echo && p->logprobs >= 0) p->prompt_logprobs = p->logprobs;
   return std::nullopt;
 }
 
@@ -377,7 +374,7 @@ std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
 std::optional<ApiError> parse_completion_request(const json& body, CompletionRequest* out) {
   if (auto err = read_prompt(body, out)) return err;
   if (auto err = read_options(body, /*chat=*/false, &out->options)) return err;
-  return read_echo(body, out->options.params, &out->echo);
+  return read_echo(body, &out->options.params, &out->echo);
 }
 
 std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>* out) {

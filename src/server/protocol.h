@@ -58,7 +58,7 @@ struct CompletionRequest {
   std::optional<std::string> prompt_text;  // "prompt": "..." or ["..."]
   std::vector<int32_t> prompt_token_ids;   // "prompt": [1, 2, 3] or [[1, 2, 3]]
   /// "echo": the reply text starts with the prompt (as sent, or the detokenized token ids).
-  /// Never together with logprobs (prompt logprobs are not computed: a 400 naming "echo").
+  /// With logprobs, the prompt tokens' logprobs come first (params.prompt_logprobs is set).
   bool echo = false;
 };
 
@@ -83,7 +83,7 @@ std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::json*
 
 /// Reads a /v1/completions body. Returns a 400 error naming the field (param) and the
 /// offending value for missing or wrong-typed fields, an empty prompt ("" or []), batched
-/// prompts, echo together with logprobs, logprobs / top_logprobs outside 0..20, n outside
+/// prompts, logprobs / top_logprobs outside 0..20, n outside
 /// 1..kMaxN, more than kMaxStopStrings stop strings and temperature outside
 /// [0, kMaxApiTemperature] (NaN / infinity included).
 std::optional<ApiError> parse_completion_request(const nlohmann::json& body,

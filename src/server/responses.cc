@@ -145,6 +145,30 @@ void LogprobsBuilder::add(int32_t id, const TokenLogprobs& lp) {
   ++count_;
 }
 
+void LogprobsBuilder::add_prompt(std::span<const int32_t> prompt_ids,
+                                 const std::vector<TokenLogprobs>& lps) {
+  int32_t prev = -1;
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    const std::string text = tokenizer_->decode_token(prev, prompt_ids[i], /*skip_special=*/false);
+    tokens_.push_back(text);
+    if (i >= 1 && i - 1 < lps.size()) {
+      const TokenLogprobs& lp = lps[i - 1];
+      json top = json::object();
+      for (const auto& [alt, alt_lp] : lp.top)
+        top[tokenizer_->decode_token(prev, alt, /*skip_special=*/false)] = finite_logprob(alt_lp);
+      token_logprobs_.push_back(finite_logprob(lp.logprob));
+      top_.push_back(std::move(top));
+    } else {
+      token_logprobs_.push_back(nullptr);
+      top_.push_back(nullptr);
+    }
+    offsets_.push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(text.size());
+    prev = prompt_ids[i];
+    ++count_;
+  }
+}
+
 json LogprobsBuilder::take() {
   json out;
   if (kind_ == ApiKind::kChat) {

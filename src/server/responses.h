@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,10 @@ class LogprobsBuilder {
   LogprobsBuilder(ApiKind kind, const Tokenizer* tokenizer, int32_t prev_id)
       : kind_(kind), tokenizer_(tokenizer), prev_id_(prev_id) {}
   void add(int32_t id, const TokenLogprobs& lp);
+  /// Completions echo + logprobs: the prompt's tokens first, the first one with null logprob
+  /// and top_logprobs (OpenAI/vLLM). `lps` has one entry per prompt token from the second on
+  /// (RequestOutput::prompt_logprobs; missing entries, e.g. after an abort, are null too).
+  void add_prompt(std::span<const int32_t> prompt_ids, const std::vector<TokenLogprobs>& lps);
   bool empty() const { return count_ == 0; }
   /// The JSON of the tokens added since the last take() (empty lists when none).
   nlohmann::json take();

@@ -203,13 +203,12 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("repetition_penalty": 1e400)"), 400, "repetition_penalty", {}},
       {kCmpl, cmpl(R"("min_tokens": -1)"), 400, "min_tokens", {"-1"}},
       {kCmpl, cmpl(R"("min_tokens": 5, "max_tokens": 4)"), 400, "min_tokens", {"5", "4"}},
-      // Logprobs over OpenAI's limit of 20; echo with logprobs (no prompt logprobs).
+      // Logprobs over OpenAI's limit of 20.
       {kCmpl, cmpl(R"("logprobs": 21)"), 400, "logprobs", {"21", "20"}},
       {kCmpl, cmpl(R"("logprobs": -1)"), 400, "logprobs", {"-1"}},
       {kChat, chat(R"("logprobs": true, "top_logprobs": 21)"), 400, "top_logprobs", {"21"}},
       {kChat, chat(R"("top_logprobs": 1)"), 400, "top_logprobs", {"logprobs"}},
-      {kCmpl, cmpl(R"("echo": true, "logprobs": 1)"), 400, "echo", {"prompt logprobs"}},
-      {kCmpl, cmpl(R"("echo": true, "logprobs": 0)"), 400, "echo", {"prompt logprobs"}},
+      {kCmpl, cmpl(R"("echo": true, "logprobs": 21)"), 400, "logprobs", {"21"}},
       {kCmpl, cmpl(R"("echo": true, "max_tokens": 0)"), 400, "max_tokens", {"0"}},
       // Stops.
       {kCmpl, cmpl(R"("stop": [""])"), 400, "stop", {"empty"}},

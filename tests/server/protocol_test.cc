@@ -93,6 +93,11 @@ TEST(Protocol, EchoUserAndApiRanges) {
   EXPECT_EQ(r.options.user, "u-1");
   EXPECT_TRUE(r.options.top_k_sent);
   EXPECT_EQ(r.options.params.temperature, 2.0f);
+  EXPECT_EQ(r.options.params.prompt_logprobs, -1);  // echo alone needs no prompt logprobs
+  CompletionRequest with_lp;
+  ASSERT_FALSE(parse_completion_request(
+      json::parse(R"({"prompt": "x", "echo": true, "logprobs": 3})"), &with_lp));
+  EXPECT_EQ(with_lp.options.params.prompt_logprobs, 3);  // echo + logprobs: the prompt's too
   CompletionRequest plain;
   ASSERT_FALSE(parse_completion_request(json{{"prompt", "x"}}, &plain));
   EXPECT_FALSE(plain.echo);
@@ -105,7 +110,6 @@ TEST(Protocol, EchoUserAndApiRanges) {
     const char* message_has;
   };
   for (const Bad& b : std::vector<Bad>{
-           {R"({"prompt": "x", "echo": true, "logprobs": 2})", "echo", "prompt logprobs"},
            {R"({"prompt": "x", "echo": "true"})", "echo", "echo"},
            {R"({"prompt": "x", "user": 7})", "user", "user"},
            {R"({"prompt": ""})", "prompt", "empty"},

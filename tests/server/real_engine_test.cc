@@ -414,6 +414,54 @@ TEST_P(RealEngineHttp, EchoReturnsThePromptTextThenTheCompletion) {
   EXPECT_EQ(text_of(echo), "Once upon a time" + completion);
 }
 
+TEST_P(RealEngineHttp, EchoWithLogprobsScoresThePromptLikeGeneratedTokens) {
+  TestServer ts(stories_engine(GetParam()), port0());
+  auto tok = ts.post("/tokenize", {{"prompt", "Once upon a time"}});
+  ASSERT_TRUE(tok && tok->status == 200);
+  const std::vector<int32_t> prompt = json::parse(tok->body)["tokens"];
+  // Generate 4 greedy tokens with their logprobs...
+  auto gen = ts.post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 4},
+                                         {"temperature", 0}, {"ignore_eos", true},
+                                         {"logprobs", 2}});
+  ASSERT_TRUE(gen && gen->status == 200) << (gen ? gen->body : "");
+  const json glp = json::parse(gen->body)["choices"][0]["logprobs"];
+  ASSERT_EQ(glp["tokens"].size(), 4u);
+  // ...then score prompt + those tokens with echo: the prompt part of the logprobs repeats
+  // what generation reported for the same tokens at the same positions (the forward pass is
+  // batch- and chunk-invariant, so prefill rows equal decode rows bit for bit).
+  // The generated ids, by re-tokenizing prompt + completion text (greedy output is fixed, so
+  // this either always or never round-trips; the assertion below says which).
+  const std::string completion = json::parse(gen->body)["choices"][0]["text"];
+  auto all = ts.post("/tokenize", {{"prompt", "Once upon a time" + completion}});
+  ASSERT_TRUE(all && all->status == 200);
+  const std::vector<int32_t> scored = json::parse(all->body)["tokens"];
+  ASSERT_EQ(scored.size(), prompt.size() + 4) << "the completion re-tokenizes differently";
+  auto echo = ts.post("/v1/completions", {{"prompt", scored}, {"max_tokens", 1},
+                                          {"temperature", 0}, {"echo", true}, {"logprobs", 2}});
+  ASSERT_TRUE(echo && echo->status == 200) << (echo ? echo->body : "");
+  const json elp = json::parse(echo->body)["choices"][0]["logprobs"];
+  ASSERT_EQ(elp["tokens"].size(), scored.size() + 1);  // prompt entries, then the new token
+  EXPECT_TRUE(elp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(elp["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < scored.size(); ++i) {
+    EXPECT_TRUE(elp["token_logprobs"][i].is_number()) << i;
+    EXPECT_LE(elp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(elp["top_logprobs"][i].size(), 2u) << i;
+  }
+  for (size_t k = 0; k < 4; ++k) {
+    const size_t pos = prompt.size() + k;
+    EXPECT_EQ(elp["tokens"][pos], glp["tokens"][k]) << k;
+    EXPECT_EQ(elp["token_logprobs"][pos], glp["token_logprobs"][k]) << k;
+    EXPECT_EQ(elp["top_logprobs"][pos], glp["top_logprobs"][k]) << k;
+  }
+  // text_offset runs over the concatenated token strings, prompt first.
+  int64_t offset = 0;
+  for (size_t i = 0; i < elp["tokens"].size(); ++i) {
+    EXPECT_EQ(elp["text_offset"][i], offset) << i;
+    offset += static_cast<int64_t>(elp["tokens"][i].get<std::string>().size());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, RealEngineHttp, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "gguf" : "bin"; });
 
