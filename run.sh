@@ -8,6 +8,7 @@ cd "$(dirname "$0")"
 
 HOST=127.0.0.1
 PORT=8000
+MAX_MODEL_LEN_GIVEN=
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do  # let --host/--port given here win over the defaults
   case "${args[$i]}" in
@@ -15,6 +16,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do  # let --host/--port given here win over
     --port=*) PORT="${args[$i]#--port=}" ;;
     --host) HOST="${args[$((i + 1))]:-$HOST}" ;;
     --host=*) HOST="${args[$i]#--host=}" ;;
+    --max-model-len|--max-model-len=*) MAX_MODEL_LEN_GIVEN=1 ;;
   esac
 done
 filtered=()
@@ -39,5 +41,7 @@ llmserve is starting on http://$HOST:$PORT (Ctrl-C to stop). Try, in another ter
 
 MSG
 # The GGUF declares a 128-token context (converter artefact); the model was trained on 512.
-exec ./build/bin/llmserve serve "$MODEL" --max-model-len 512 --host "$HOST" --port "$PORT" \
+context=(--max-model-len 512)
+if [ -n "${MAX_MODEL_LEN_GIVEN:-}" ]; then context=(); fi
+exec ./build/bin/llmserve serve "$MODEL" "${context[@]}" --host "$HOST" --port "$PORT" \
   ${filtered[@]+"${filtered[@]}"}

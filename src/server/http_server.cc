@@ -69,7 +69,8 @@ struct Route {
 };
 constexpr Route kRoutes[] = {
     {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
-    {"/health", "GET"},          {"/metrics", "GET"},
+    {"/health", "GET"},          {"/metrics", "GET"},           {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
 };
 
 const char* allowed_method(const std::string& path) {
@@ -90,6 +91,8 @@ ApiError transport_error(const Request& req, const Response& res) {
   }
   if (res.status == 413) return payload_too_large("request body is too large");
   if (res.status == 400) return bad_request("malformed HTTP request");
+  if (res.status == 414)
+    return ApiError{414, "RequestURITooLong", "request URI is too long", std::nullopt};
   return ApiError{res.status, "Error", fmt::format("HTTP error {}", res.status), std::nullopt};
 }
 
@@ -121,6 +124,52 @@ constexpr int kListenBacklog = 1024;
 constexpr int kRetryAfterSeconds = 1;
 
 /// A client-sent X-Request-Id is kept when it is 1..128 characters of [A-Za-z0-9._:-].
+/// `s` with control characters (and backslash) written as \xNN, so that a request path or
+/// header cannot forge log lines or send terminal escapes.
+std::string escape_for_log(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f || c == '\\')
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
+/// Request framing the server accepts, checked before the body is read (the pre-routing
+/// handler runs first): a body comes with exactly one plain decimal Content-Length, never with
+/// Transfer-Encoding (cpp-httplib 0.11 reads chunked bodies without the
+/// --max-request-body-bytes limit) or a Content-Encoding other than identity (it would inflate
+/// a gzip body without one). Ambiguous lengths are refused as request smuggling vectors
+/// (RFC 9112 section 6.3).
+std::optional<ApiError> check_framing(const Request& req) {
+  if (req.has_header("Transfer-Encoding"))
+    return ApiError{411, "LengthRequiredError",
+                    "request bodies need a Content-Length header (Transfer-Encoding, e.g. "
+                    "chunked, is not accepted)",
+                    std::nullopt};
+  if (req.has_header("Content-Encoding")) {
+    const std::string enc = req.get_header_value("Content-Encoding");
+    if (enc != "identity")
+      return ApiError{415, "UnsupportedMediaTypeError",
+                      fmt::format("Content-Encoding '{}' is not accepted; send the body "
+                                  "uncompressed",
+                                  escape_for_log(enc)),
+                      std::nullopt};
+  }
+  const size_t n = req.get_header_value_count("Content-Length");
+  for (size_t i = 0; i < n; ++i) {
+    const std::string v = req.get_header_value("Content-Length", i);
+    const bool digits = !v.empty() && v.size() <= 19 &&
+                        std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || (i > 0 && v != req.get_header_value("Content-Length", 0)))
+      return bad_request("malformed Content-Length header");
+  }
+  return std::nullopt;
+}
+
 bool sane_request_id(std::string_view id) {
   if (id.empty() || id.size() > 128) return false;
   for (char c : id) {
@@ -341,7 +390,8 @@ void HttpServer::Impl::log_request(const Request& req, const Response& res) {
   spdlog::info(
       "request_id={} method={} path={} status={} remote={}:{} prompt_tokens={} "
       "generated_tokens={} finish_reason={} failure={} duration_s={:.6f}",
-      res.get_header_value("X-Request-Id"), req.method, req.path, status, req.remote_addr,
+      res.get_header_value("X-Request-Id"), escape_for_log(req.method), escape_for_log(req.path),
+      status, req.remote_addr,
       req.remote_port, rec.prompt_tokens, rec.generated_tokens, *finish ? finish : "-",
       failure ? failure_reason_name(*failure) : "-", duration);
 }
@@ -393,7 +443,8 @@ void HttpServer::Impl::setup() {
   });
 
   svr.set_pre_routing_handler([this](const Request& req, Response& res) {
-    // Every request passes here first (after its body was read): start its record.
+    // Every request passes here first, after its headers and before its body is read: start
+    // its record, check the framing, the drain and the API key.
     mark_connection(req, /*busy=*/true);
     ThreadRequestState& st = thread_request_state();
     st.active = true;
@@ -401,6 +452,11 @@ void HttpServer::Impl::setup() {
     st.record = RequestRecord{};
     current_request_record() = &st.record;
     st.record.request_id = ensure_request_id(req, res);
+    if (std::optional<ApiError> err = check_framing(req)) {
+      set_error_response(*err, &res);
+      res.set_header("Connection", "close");  // the body (if any) was not read
+      return HandlerResponse::Handled;
+    }
 
     const bool v1 = req.path.rfind("/v1/", 0) == 0;
     if ((draining.load() || stopping.load()) &&

@@ -226,6 +226,19 @@ void OpenAIServing::generate(Generation gen, httplib::Response* res,
   // n samples are n engine requests of the same prompt (each checked like a single request).
   // With a seed, sample i uses seed + i (vLLM's choice): distinct but reproducible; without
   // one each gets the engine's per-request default seed.
+  // n samples beyond what --max-num-seqs + --max-waiting admit at once could never all be
+  // queued: a 400 naming n, not a 429 that no retry can pass.
+  if (const int32_t max_waiting = engine_.max_waiting(); max_waiting > 0) {
+    const int64_t room = int64_t{engine_.engine().config().scheduler.max_num_seqs} + max_waiting;
+    if (gen.n > room)
+      return set_error_response(
+          bad_request(fmt::format("n = {} samples cannot be queued at once: this server holds "
+                                  "at most {} requests (--max-num-seqs {} + --max-waiting {})",
+                                  gen.n, room, engine_.engine().config().scheduler.max_num_seqs,
+                                  max_waiting),
+                      "n"),
+          res);
+  }
   std::vector<std::unique_ptr<InflightRequest>> inflight;
   for (int32_t i = 0; i < gen.n; ++i) {
     EngineRequest request = gen.request;

@@ -298,6 +298,10 @@ std::optional<ApiError> read_messages(const json& body, std::vector<ChatMessage>
   if (!messages->is_array())
     return type_error("messages", "a list of {role, content} objects", *messages, "messages");
   if (messages->empty()) return bad_request("'messages' must not be empty", "messages");
+  if (messages->size() > kMaxMessages)
+    return bad_request(fmt::format("'messages' has {} entries; at most {} are accepted",
+                                   messages->size(), kMaxMessages),
+                       "messages");
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& msg = (*messages)[i];
     if (!msg.is_object())

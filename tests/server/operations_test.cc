@@ -608,3 +608,87 @@ TEST(Concurrency, TwoHundredStreamingClientsWithDefaultThreads) {
 
 }  // namespace
 }  // namespace llmserve::testing
+
+namespace llmserve::testing {
+namespace {
+
+/// The status line's code of a raw HTTP reply ("HTTP/1.1 411 Length Required" -> 411).
+int status_of(const std::string& reply) {
+  if (reply.rfind("HTTP/1.1 ", 0) != 0 || reply.size() < 12) return -1;
+  return std::stoi(reply.substr(9, 3));
+}
+
+TEST(Framing, ChunkedCompressedAndAmbiguousBodiesAreRefusedBeforeTheyAreRead) {
+  OpsServer s(slow_engine(256, 0));
+  const std::string body = R"({"prompt": "abc", "max_tokens": 1})";
+  struct Case {
+    std::string request;
+    int status;
+  };
+  // Connection: close so each reply ends with the connection (no keep-alive wait).
+  const std::string head = "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                           "Content-Type: application/json\r\n";
+  char chunk_len[16];
+  std::snprintf(chunk_len, sizeof(chunk_len), "%zx", body.size());
+  for (const Case& c : std::vector<Case>{
+           // Chunked bodies escape the body limit in cpp-httplib 0.11: 411.
+           {head + "Transfer-Encoding: chunked\r\n\r\n" + chunk_len + "\r\n" + body + "\r\n0\r\n\r\n",
+            411},
+           // A gzip body would be inflated without a limit: 415.
+           {head + "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(body.size()) +
+                "\r\n\r\n" + body,
+            415},
+           // Ambiguous or malformed lengths (request smuggling vectors): 400.
+           {head + "Content-Length: " + std::to_string(body.size()) + "\r\nContent-Length: 3\r\n\r\n" +
+                body,
+            400},
+           {head + "Content-Length: " + std::to_string(body.size()) + "abc\r\n\r\n" + body, 400},
+       }) {
+    RawConnection conn(s.port());
+    conn.send_all(c.request);
+    std::string reply;
+    conn.read_until_closed(&reply);
+    EXPECT_EQ(status_of(reply), c.status) << c.request << "\n---\n" << reply;
+    EXPECT_NE(reply.find("\"error\""), std::string::npos) << reply;
+  }
+  // The same body with one plain Content-Length is fine.
+  RawConnection ok(s.port());
+  ok.send_all(head + "Content-Length: " + std::to_string(body.size()) +
+              "\r\n\r\n" + body);
+  std::string reply;
+  ok.read_until_closed(&reply);
+  EXPECT_EQ(status_of(reply), 200) << reply;
+}
+
+TEST(QueueLimit, MoreSamplesThanTheServerCanEverHoldIs400NotARetryableRateLimit) {
+  OpsServer s(slow_engine(/*max_num_seqs=*/1, /*step_ms=*/0), {}, /*max_waiting=*/2);
+  expect_api_error(s.post("/v1/completions", {{"prompt", "p"}, {"max_tokens", 2}, {"n", 4}}),
+                   400, "n", {"--max-num-seqs 1", "--max-waiting 2"});
+  EXPECT_EQ(s.fake().num_added(), 0);
+  // On an idle server, n = max-num-seqs + max-waiting is accepted.
+  auto r = s.post("/v1/completions", {{"prompt", "p"}, {"max_tokens", 2}, {"n", 3}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(Routes, WrongMethodOnTokenizeIs405AndTooManyMessagesIs400) {
+  OpsServer s(slow_engine(256, 0));
+  for (const char* path : {"/tokenize", "/detokenize"}) {
+    auto r = s.get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 405) << path;
+    EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  }
+  json messages = json::array();
+  for (int i = 0; i < 4097; ++i) messages.push_back({{"role", "user"}, {"content", ""}});
+  expect_api_error(s.post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}}),
+                   400, "messages", {"4097", "4096"});
+  expect_api_error(s.post("/tokenize", {{"messages", messages}}), 400, "messages", {"4096"});
+  messages.erase(messages.begin());
+  auto r = s.post("/tokenize", {{"messages", messages}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+}  // namespace
+}  // namespace llmserve::testing
