@@ -5,6 +5,7 @@
 
 #include "kernels/flash/flash_kernels.h"
 #include "kernels/flash/flash_kernels_impl.h"
+#include "kernels/cpu/simd_transpose.h"
 
 namespace llmserve::flash_detail {
 namespace {
@@ -81,23 +82,7 @@ struct Avx2 {
   }
 
   /// In-register 8 x 8 transpose: r[i][j] -> r[j][i].
-  __attribute__((always_inline)) static void transpose(vec* r) {
-    vec s[8];
-    for (int g = 0; g < 2; ++g) {
-      const vec t0 = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]);
-      const vec t1 = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-      const vec t2 = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
-      const vec t3 = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-      s[4 * g] = _mm256_shuffle_ps(t0, t2, 0x44);
-      s[4 * g + 1] = _mm256_shuffle_ps(t0, t2, 0xEE);
-      s[4 * g + 2] = _mm256_shuffle_ps(t1, t3, 0x44);
-      s[4 * g + 3] = _mm256_shuffle_ps(t1, t3, 0xEE);
-    }
-    for (int j = 0; j < 4; ++j) {
-      r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
-      r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
-    }
-  }
+  __attribute__((always_inline)) static void transpose(vec* r) { simd::transpose8x8(r); }
 
   static constexpr bool packed_r(int r) { return r == 4 || r == 8; }
   template <int R>

@@ -11,6 +11,7 @@
 
 #include "kernels/flash/flash_kernels.h"
 #include "kernels/flash/flash_kernels_impl.h"
+#include "kernels/cpu/simd_transpose.h"
 
 
 namespace llmserve::flash_detail {
@@ -95,29 +96,7 @@ struct Avx512 {
   }
 
   /// In-register 16 x 16 transpose: r[i][j] -> r[j][i].
-  __attribute__((always_inline)) static void transpose(vec* r) {
-    vec s[16];
-    for (int g = 0; g < 4; ++g) {  // within 128-bit lanes, rows 4g..4g+3
-      const vec t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
-      const vec t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-      const vec t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
-      const vec t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-      s[4 * g] = _mm512_shuffle_ps(t0, t2, 0x44);
-      s[4 * g + 1] = _mm512_shuffle_ps(t0, t2, 0xEE);
-      s[4 * g + 2] = _mm512_shuffle_ps(t1, t3, 0x44);
-      s[4 * g + 3] = _mm512_shuffle_ps(t1, t3, 0xEE);
-    }
-    for (int j = 0; j < 4; ++j) {  // s[4g + j] lane l holds column 4l + j, rows 4g..4g+3
-      const vec u02 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0x88);
-      const vec u13 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0xDD);
-      const vec v02 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0x88);
-      const vec v13 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0xDD);
-      r[j] = _mm512_shuffle_f32x4(u02, v02, 0x88);
-      r[8 + j] = _mm512_shuffle_f32x4(u02, v02, 0xDD);
-      r[4 + j] = _mm512_shuffle_f32x4(u13, v13, 0x88);
-      r[12 + j] = _mm512_shuffle_f32x4(u13, v13, 0xDD);
-    }
-  }
+  __attribute__((always_inline)) static void transpose(vec* r) { simd::transpose16x16(r); }
 
   // Packed decode scores: R-element broadcasts and the reduction of R row accumulators whose
   // lanes are (head g, residue r) into s[g * ld + row].
