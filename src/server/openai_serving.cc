@@ -84,6 +84,13 @@ std::optional<ApiError> OpenAIServing::check_model(const std::optional<std::stri
                    "model");
 }
 
+std::optional<ApiError> OpenAIServing::check_model_field(const json& body) const {
+  const auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return bad_request("'model' must be a string", "model");
+  return check_model(it->get<std::string>());
+}
+
 int32_t OpenAIServing::context_room(size_t prompt_len) const {
   // Like vLLM: without max_tokens a reply may use the rest of the context window, here also
   // capped by what the whole KV pool can hold. At least 1 (a too-long prompt is then
@@ -442,12 +449,7 @@ namespace llmserve {
 void OpenAIServing::tokenize(const httplib::Request& req, httplib::Response* res) {
   json body;
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
-  if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string())
-      return set_error_response(bad_request("'model' must be a string", "model"), res);
-    if (auto err = check_model(body["model"].get<std::string>()))
-      return set_error_response(*err, res);
-  }
+  if (auto err = check_model_field(body)) return set_error_response(*err, res);
   auto read_flag = [&](const char* name, bool fallback, bool* out) -> std::optional<ApiError> {
     *out = fallback;
     if (!body.contains(name) || body[name].is_null()) return std::nullopt;
@@ -498,12 +500,7 @@ void OpenAIServing::tokenize(const httplib::Request& req, httplib::Response* res
 void OpenAIServing::detokenize(const httplib::Request& req, httplib::Response* res) {
   json body;
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
-  if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string())
-      return set_error_response(bad_request("'model' must be a string", "model"), res);
-    if (auto err = check_model(body["model"].get<std::string>()))
-      return set_error_response(*err, res);
-  }
+  if (auto err = check_model_field(body)) return set_error_response(*err, res);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     return set_error_response(bad_request("'tokens' must be a list of token ids", "tokens"), res);
   const Tokenizer& tok = engine_.engine().tokenizer();

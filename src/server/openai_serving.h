@@ -60,6 +60,9 @@ class OpenAIServing {
   struct Generation;  // one prepared request, see openai_serving.cc
 
   std::optional<ApiError> check_model(const std::optional<std::string>& model) const;
+  /// check_model on an optional "model" field of a /tokenize or /detokenize body (absent or
+  /// null = the served model; not a string = a 400 naming "model").
+  std::optional<ApiError> check_model_field(const nlohmann::json& body) const;
   /// Renders a validated chat body (`messages`) with the chat template and tokenizes it.
   std::optional<ApiError> chat_prompt_ids(const std::string& raw_body,
                                           const std::vector<ChatMessage>& messages,
