@@ -1,4 +1,5 @@
-// Request bodies: parse_json_object -> parse_completion_request / parse_chat_request ->
+// Request bodies: parse_json_object -> check_request_fields (with and without
+// --ignore-unknown-fields) -> parse_completion_request / parse_chat_request ->
 // SamplingParams::validate, as the server's handlers do, plus the chat-template inputs of a
 // chat body rendered through a small ChatML template. Every error must serialise the way the
 // server sends it.
@@ -10,6 +11,7 @@
 #include "fuzz/fuzz_util.h"
 #include "server/api_error.h"
 #include "server/protocol.h"
+#include "server/request_policy.h"
 
 using namespace llmserve;
 using nlohmann::json;
@@ -57,6 +59,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(j.is_object(), "parse_json_object accepted a non-object");
+  const bool lenient = data[0] & 2;
+  std::vector<std::string> ignored;
+  if (auto err = check_request_fields(j, chat ? kEndpointChat : kEndpointCompletions, lenient,
+                                      &ignored)) {
+    FUZZ_CHECK(err->param.has_value(), "policy error without param: %s", err->message.c_str());
+    send(*err);
+    return 0;
+  }
+  FUZZ_CHECK(lenient || ignored.empty(), "strict policy ignored a field");
   if (!chat) {
     CompletionRequest req;
     if (auto err = parse_completion_request(j, &req)) {

@@ -35,6 +35,7 @@ class ServeCommand {
   int max_waiting_ = 256;
   double shutdown_timeout_s_ = 30;
   bool disable_log_requests_ = false;
+  bool ignore_unknown_fields_ = false;
 };
 
 class GenerateCommand {

@@ -49,6 +49,10 @@ ServeCommand::ServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd_->add_flag("--disable-log-requests", disable_log_requests_,
                  "Do not write one access-log line per HTTP request");
+  cmd_->add_flag("--ignore-unknown-fields", ignore_unknown_fields_,
+                 "Accept request fields in no schema llmserve knows (a warning per name, once, "
+                 "and the names in the X-LLMServe-Ignored-Fields response header) instead of "
+                 "answering 400 'Unrecognized request argument supplied'");
 }
 
 int ServeCommand::run() {
@@ -77,6 +81,7 @@ int ServeCommand::run() {
     if (const char* env = std::getenv("LLMSERVE_API_KEY")) sc.api_key = env;
   sc.max_request_body_bytes = static_cast<size_t>(max_request_body_bytes_);
   sc.log_requests = !disable_log_requests_;
+  sc.ignore_unknown_fields = ignore_unknown_fields_;
   if (Status st = sc.validate(); !st.ok()) return fail(st);  // before the (slow) model load
 
   sc.chat_template = chat_template_;

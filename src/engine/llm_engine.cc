@@ -74,6 +74,8 @@ class EngineCore final : public LLMEngine {
   std::vector<RequestOutput> pending_outputs_;  // aborts reported by the next step()
   std::vector<std::pair<float, int32_t>> sample_scratch_;
   LogitsProcessorScratch processor_scratch_;
+  std::vector<float> restricted_logits_;  // logit_bias / allowed_token_ids applied
+  std::vector<uint8_t> allowed_scratch_;
   EngineStats counters_;
   StepRecord last_step_;
   std::vector<uint8_t> is_decode_scratch_;  // per scheduled sequence, for record_step
@@ -293,6 +295,13 @@ std::vector<RequestOutput> EngineCore::step() {
     }
 
     const float* row = logits.row(last_row);
+    if (has_logit_restrictions(req.params)) {
+      // logit_bias / allowed_token_ids change the distribution itself: logprobs reflect them.
+      restricted_logits_.assign(row, row + logits.vocab_size);
+      apply_logit_restrictions(restricted_logits_.data(), logits.vocab_size, req.params,
+                               allowed_scratch_);
+      row = restricted_logits_.data();
+    }
     const float* raw_row = row;
     if (needs_logits_processing(req.params, req.num_output_tokens())) {
       // Penalties and min_tokens masking work on a copy; the runner's logits stay raw.
@@ -315,7 +324,9 @@ std::vector<RequestOutput> EngineCore::step() {
     RequestOutput out = make_output(req, {token});
     if (req.num_output_tokens() == 1 && req.params.prompt_logprobs >= 0)
       out.prompt_logprobs = std::move(req.prompt_logprobs);
-    if (req.params.logprobs >= 0)  // of the raw logits (vLLM's default), not the processed ones
+    // Of the raw logits (vLLM's default; after logit_bias / allowed_token_ids), not the
+    // penalised / tempered ones.
+    if (req.params.logprobs >= 0)
       out.logprobs.push_back(compute_logprobs(raw_row, logits.vocab_size, token,
                                               req.params.logprobs, sample_scratch_));
     outputs.push_back(std::move(out));

@@ -27,14 +27,20 @@ size_t held_back_suffix(const std::string& text, const std::vector<std::string>&
 /// Finds the earliest stop string occurrence that ends in the text added since `from`
 /// (text[from..]); occurrences wholly inside text[..from] (possible while min_tokens defers
 /// the check) are not matches, as in vLLM. With several stop strings the earliest start wins
-/// (a stop string that is a prefix of another one wins at the same start).
-size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t from) {
+/// (a stop string that is a prefix of another one wins at the same start); `*match_len` is
+/// the length of the stop string found.
+size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t from,
+                 size_t* match_len) {
   size_t found = std::string::npos;
   for (const std::string& s : stops) {
     // An occurrence ending past `from` starts at from - s.size() + 1 or later.
     const size_t start = from + 1 > s.size() ? from + 1 - s.size() : 0;
     const size_t pos = text.find(s, start);
-    if (pos != std::string::npos) found = std::min(found, pos);
+    if (pos == std::string::npos) continue;
+    if (pos < found || (pos == found && s.size() < *match_len)) {
+      found = pos;
+      *match_len = s.size();
+    }
   }
   return found;
 }
@@ -56,9 +62,11 @@ FinishReason append_token(Request& req, int32_t token, const Tokenizer& tokenize
   const size_t old_size = req.output_text.size();
   req.output_text += req.detokenizer.push(token);
   if (!p.stop.empty() && req.num_output_tokens() > p.min_tokens) {
-    const size_t pos = find_stop(req.output_text, p.stop, old_size);
+    size_t stop_len = 0;
+    const size_t pos = find_stop(req.output_text, p.stop, old_size, &stop_len);
     if (pos != std::string::npos) {
-      req.output_text.resize(pos);
+      // include_stop_str_in_output (vLLM): the matched stop string stays; text after it goes.
+      req.output_text.resize(p.include_stop_str_in_output ? pos + stop_len : pos);
       // Bytes of an unfinished character after the cut are dropped with the stop text.
       (void)req.detokenizer.flush();
       req.num_text_emitted = std::min(req.num_text_emitted, pos);

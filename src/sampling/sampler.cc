@@ -22,6 +22,8 @@ TokenLogprobs compute_logprobs(const float* logits, int32_t vocab_size, int32_t 
   const double lse = max_logit + std::log(sum);
   TokenLogprobs out;
   out.logprob = static_cast<float>(logits[token] - lse);
+  out.rank = 0;
+  for (int32_t i = 0; i < vocab_size; ++i) out.rank += logits[i] >= logits[token];
   k = std::min(k, vocab_size);
   if (k > 0) {
     scratch.resize(vocab_size);
@@ -34,6 +36,23 @@ TokenLogprobs compute_logprobs(const float* logits, int32_t vocab_size, int32_t 
       out.top.push_back({scratch[i].second, static_cast<float>(scratch[i].first - lse)});
   }
   return out;
+}
+
+bool has_logit_restrictions(const SamplingParams& p) {
+  return !p.logit_bias.empty() || !p.allowed_token_ids.empty();
+}
+
+void apply_logit_restrictions(float* logits, int32_t vocab_size, const SamplingParams& p,
+                              std::vector<uint8_t>& allowed) {
+  if (!p.allowed_token_ids.empty()) {
+    allowed.assign(vocab_size, 0);
+    for (int32_t id : p.allowed_token_ids)
+      if (id >= 0 && id < vocab_size) allowed[id] = 1;
+    for (int32_t i = 0; i < vocab_size; ++i)
+      if (!allowed[i]) logits[i] = -INFINITY;
+  }
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab_size) logits[id] += bias;
 }
 
 bool needs_logits_processing(const SamplingParams& p, int32_t num_output_tokens) {

@@ -15,11 +15,13 @@ namespace llmserve {
 /// most likely first (lowest id on ties).
 struct TokenLogprobs {
   float logprob = 0;
+  /// vLLM's rank: how many tokens have a logit >= this token's (1 = the most likely).
+  int32_t rank = 1;
   std::vector<std::pair<int32_t, float>> top;
 };
 
-/// log_softmax(logits)[token] and the k most likely tokens'. The sampled token's value is
-/// computed on its own, so it does not depend on k.
+/// log_softmax(logits)[token], its rank and the k most likely tokens'. The sampled token's
+/// value is computed on its own, so it does not depend on k.
 TokenLogprobs compute_logprobs(const float* logits, int32_t vocab_size, int32_t token, int32_t k,
                                std::vector<std::pair<float, int32_t>>& scratch);
 
@@ -29,6 +31,14 @@ struct LogitsProcessorScratch {
   std::vector<int32_t> counts;   // per token id: occurrences in the output
   std::vector<uint8_t> seen;     // per token id: in prompt or output
 };
+
+/// True when the request restricts the raw logits (logit_bias, allowed_token_ids).
+bool has_logit_restrictions(const SamplingParams& params);
+
+/// allowed_token_ids (every other id -> -inf), then logit_bias (added), on logits[vocab_size]
+/// in place. Per row, so batch-invariant. The result is what logprobs are computed from.
+void apply_logit_restrictions(float* logits, int32_t vocab_size, const SamplingParams& params,
+                              std::vector<uint8_t>& allowed_scratch);
 
 /// True when apply_logits_processors would change anything for a sequence that has generated
 /// `num_output_tokens` tokens (callers skip the copy otherwise).

@@ -34,6 +34,21 @@ Status SamplingParams::validate(int32_t vocab_size) const {
     if (id < 0 || id >= vocab_size)
       return InvalidArgument("stop_token_ids: token id {} is outside the vocabulary [0, {})", id,
                              vocab_size);
+  if (logit_bias.size() > kMaxLogitBiasEntries)
+    return InvalidArgument("logit_bias may hold at most {} entries, got {}", kMaxLogitBiasEntries,
+                           logit_bias.size());
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size)
+      return InvalidArgument("logit_bias: token id {} is outside the vocabulary [0, {})", id,
+                             vocab_size);
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias))
+      return InvalidArgument("logit_bias: the bias of token {} must be in [-{}, {}], got {}", id,
+                             kMaxLogitBias, kMaxLogitBias, bias);
+  }
+  for (int32_t id : allowed_token_ids)
+    if (id < 0 || id >= vocab_size)
+      return InvalidArgument("allowed_token_ids: token id {} is outside the vocabulary [0, {})",
+                             id, vocab_size);
   for (const auto& s : stop)
     if (s.empty()) return InvalidArgument("stop: empty stop strings are not allowed");
   return Status::Ok();

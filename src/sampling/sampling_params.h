@@ -12,6 +12,9 @@ namespace llmserve {
 
 /// Most alternatives a request may ask for (OpenAI's top_logprobs limit, vLLM's default).
 inline constexpr int32_t kMaxLogprobs = 20;
+/// OpenAI's logit_bias limits: at most 300 entries, each bias in [-100, 100].
+inline constexpr size_t kMaxLogitBiasEntries = 300;
+inline constexpr float kMaxLogitBias = 100.0f;
 
 struct SamplingParams {
   /// 0 = greedy (argmax). Otherwise logits are divided by temperature before softmax.
@@ -57,6 +60,16 @@ struct SamplingParams {
   /// Leave special tokens (BOS/EOS, <|im_end|>, ...) out of the output text (vLLM's
   /// skip_special_tokens, default true). Token ids are returned either way.
   bool skip_special_tokens = true;
+  /// vLLM's include_stop_str_in_output: a matched stop string stays at the end of the text.
+  bool include_stop_str_in_output = false;
+  /// OpenAI's logit_bias: (token id, bias) pairs, ids distinct and in the vocabulary, biases
+  /// in [-kMaxLogitBias, kMaxLogitBias], at most kMaxLogitBiasEntries. Added to the raw logits
+  /// before anything else, so logprobs reflect it (as OpenAI's do); -100 in practice bans a
+  /// token and +100 forces it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  /// vLLM's allowed_token_ids: when non-empty, every other token's logit is -inf (applied
+  /// before logit_bias; logprobs reflect it too). Ids in the vocabulary.
+  std::vector<int32_t> allowed_token_ids;
 
   /// Checks ranges; the message names the parameter and the value (for HTTP 400 bodies).
   /// vocab_size bounds stop_token_ids.

@@ -29,6 +29,8 @@ struct RequestRecord {
   int64_t generated_tokens = 0;  // summed over samples ("n")
   FinishReason finish_reason = FinishReason::kNone;  // of the last sample that finished
   AbortCause abort_cause = AbortCause::kNone;
+  std::string user;               // the request's "user" field (OpenAI), if sent
+  std::string safety_identifier;  // the request's "safety_identifier" (OpenAI), if sent
 };
 
 /// The record of the request this thread serves, or null (outside a request).

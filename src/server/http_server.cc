@@ -20,10 +20,12 @@
 #include <spdlog/spdlog.h>
 
 #include "common/timing.h"
+#include "common/version.h"
 #include "engine/async_engine.h"
 #include "server/api_error.h"
 #include "server/engine_bridge.h"
 #include "server/connection_probe.h"
+#include "server/log_escape.h"
 #include "server/metrics.h"
 #include "server/builtin_chat_template.h"
 #include "server/openai_serving.h"
@@ -70,7 +72,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"},
     {"/health", "GET"},          {"/metrics", "GET"},           {"/tokenize", "POST"},
-    {"/detokenize", "POST"},
+    {"/detokenize", "POST"},     {"/version", "GET"},
 };
 
 const char* allowed_method(const std::string& path) {
@@ -124,20 +126,6 @@ constexpr int kListenBacklog = 1024;
 constexpr int kRetryAfterSeconds = 1;
 
 /// A client-sent X-Request-Id is kept when it is 1..128 characters of [A-Za-z0-9._:-].
-/// `s` with control characters (and backslash) written as \xNN, so that a request path or
-/// header cannot forge log lines or send terminal escapes.
-std::string escape_for_log(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f || c == '\\')
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  return out;
-}
-
 /// Request framing the server accepts, checked before the body is read (the pre-routing
 /// handler runs first): a body comes with exactly one plain decimal Content-Length, never with
 /// Transfer-Encoding (cpp-httplib 0.11 reads chunked bodies without the
@@ -320,7 +308,8 @@ HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
       serving(engine_in, metrics,
               config.served_model_name.empty() ? engine_in.engine().served_model_name()
                                                : config.served_model_name,
-              resolve_or_builtin(config.chat_template, engine_in.engine())) {
+              resolve_or_builtin(config.chat_template, engine_in.engine()),
+              config.ignore_unknown_fields) {
   setup();
 }
 
@@ -387,13 +376,26 @@ void HttpServer::Impl::log_request(const Request& req, const Response& res) {
 
   if (!config.log_requests) return;
   const char* finish = finish_reason_name(rec.finish_reason);
+  // user / safety_identifier: OpenAI's end-user ids for abuse monitoring, kept in the log
+  // (quoted so that spaces cannot split the key=value pairs).
+  const auto quoted = [](const std::string& v) {
+    if (v.empty()) return std::string("-");
+    std::string out = "\"";
+    for (char c : escape_for_log(v.substr(0, 256))) {
+      if (c == '"') out += "\\x22";
+      else out += c;
+    }
+    return out + "\"";
+  };
   spdlog::info(
       "request_id={} method={} path={} status={} remote={}:{} prompt_tokens={} "
-      "generated_tokens={} finish_reason={} failure={} duration_s={:.6f}",
+      "generated_tokens={} finish_reason={} failure={} duration_s={:.6f} user={} "
+      "safety_identifier={}",
       res.get_header_value("X-Request-Id"), escape_for_log(req.method), escape_for_log(req.path),
       status, req.remote_addr,
       req.remote_port, rec.prompt_tokens, rec.generated_tokens, *finish ? finish : "-",
-      failure ? failure_reason_name(*failure) : "-", duration);
+      failure ? failure_reason_name(*failure) : "-", duration, quoted(rec.user),
+      quoted(rec.safety_identifier));
 }
 
 void HttpServer::Impl::setup() {
@@ -432,6 +434,13 @@ void HttpServer::Impl::setup() {
   });
   svr.Get("/v1/models", [this](const Request&, Response& res) {
     res.set_content(serving.models().dump(), "application/json");
+  });
+  // OpenAI's retrieve-model; the id may contain '/' (served names such as "org/model").
+  svr.Get(R"(/v1/models/(.+))", [this](const Request& req, Response& res) {
+    serving.model(req.matches[1].str(), &res);
+  });
+  svr.Get("/version", [](const Request&, Response& res) {
+    res.set_content(nlohmann::json{{"version", kLlmserveVersion}}.dump(), "application/json");
   });
   svr.Get("/health", [this](const Request&, Response& res) {
     if (draining.load() || stopping.load())

@@ -52,6 +52,9 @@ struct ServerConfig {
   size_t max_request_body_bytes = size_t{8} << 20;
   /// One access-log line per request (vLLM's --disable-log-requests turns it off).
   bool log_requests = true;
+  /// --ignore-unknown-fields: request fields in no known schema are ignored (logged once per
+  /// name, listed in X-LLMServe-Ignored-Fields) instead of a 400 (request_policy.h).
+  bool ignore_unknown_fields = false;
   /// Seconds an idle keep-alive connection is kept open waiting for its next request.
   int keep_alive_timeout_s = 5;
   /// Seconds one socket read (request line, headers, body) or write may block.

@@ -4,9 +4,12 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/timing.h"
 #include "server/engine_bridge.h"
+#include "server/log_escape.h"
+#include "server/request_policy.h"
 #include "server/protocol.h"
 #include "server/responses.h"
 #include "server/sse.h"
@@ -43,17 +46,43 @@ struct OpenAIServing::Generation {
   int32_t last_prompt_token = -1;  // detokenization context of the first generated token
   bool stream = false;
   bool include_usage = false;
-  /// Completions "echo": prepended to every choice's text (streaming: to its first chunk).
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats
+  /// "echo": prepended to every choice's text (streaming: to its first chunk).
   std::optional<std::string> echo_text;
+  bool echo_logprobs = false;  // completions echo + logprobs: the prompt's entries come first
+  /// The prompt_logprobs field (vLLM's shape in the response), when sent.
+  std::optional<int32_t> prompt_logprobs;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids
 };
 
 OpenAIServing::OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics,
-                             std::string served_model_name, ChatTemplate chat_template)
+                             std::string served_model_name, ChatTemplate chat_template,
+                             bool ignore_unknown_fields)
     : engine_(engine),
       metrics_(metrics),
       served_model_name_(std::move(served_model_name)),
       chat_template_(std::move(chat_template)),
-      created_(unix_time_now()) {}
+      created_(unix_time_now()),
+      ignore_unknown_fields_(ignore_unknown_fields) {}
+
+std::optional<ApiError> OpenAIServing::check_fields(const json& body, uint8_t endpoint,
+                                                    httplib::Response* res) {
+  std::vector<std::string> ignored;
+  if (auto err = check_request_fields(body, static_cast<Endpoint>(endpoint),
+                                      ignore_unknown_fields_, &ignored))
+    return err;
+  if (ignored.empty()) return std::nullopt;
+  std::string names;
+  for (const std::string& name : ignored) {
+    names += (names.empty() ? "" : ", ") + name;
+    std::lock_guard<std::mutex> lock(warned_mu_);
+    if (warned_fields_.size() < 1000 && warned_fields_.insert(name).second)
+      spdlog::warn("ignoring unknown request field '{}' (--ignore-unknown-fields; logged once "
+                   "per name)", escape_for_log(name));
+  }
+  res->set_header("X-LLMServe-Ignored-Fields", escape_for_log(names));
+  return std::nullopt;
+}
 
 std::optional<ApiError> OpenAIServing::chat_prompt_ids(const std::string& raw_body,
                                                        const std::vector<ChatMessage>& messages,
@@ -127,6 +156,22 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                      "vocabulary [0, {})",
                                      prompt_ids[i], i, vocab),
                          prompt_param);
+  if (!params->allowed_token_ids.empty() && params->min_tokens > 0) {
+    // While min_tokens masks EOS and the stop tokens, some allowed token must remain.
+    const int32_t eos = e.tokenizer().eos_id();
+    const bool any_left = std::any_of(
+        params->allowed_token_ids.begin(), params->allowed_token_ids.end(), [&](int32_t id) {
+          const bool stops = (id == eos && !params->ignore_eos) ||
+                             std::find(params->stop_token_ids.begin(),
+                                       params->stop_token_ids.end(),
+                                       id) != params->stop_token_ids.end();
+          return !stops;
+        });
+    if (!any_left)
+      return bad_request("'allowed_token_ids' holds only EOS / stop tokens, which 'min_tokens' "
+                         "forbids: no token could be generated",
+                         "allowed_token_ids");
+  }
   const int64_t max_len = e.max_model_len();
   // A prompt of max_model_len tokens leaves no room for the one token every request makes.
   if (n >= max_len)
@@ -156,6 +201,30 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
   return std::nullopt;
 }
 
+namespace {
+
+/// vLLM's truncate_prompt_tokens: keeps the last N tokens (-1 = max_model_len). True when
+/// tokens were dropped. N above max_model_len is a 400 (vLLM's rule).
+std::optional<ApiError> truncate_prompt(const GenerationOptions& options, int64_t max_model_len,
+                                        std::vector<int32_t>* ids, bool* truncated) {
+  *truncated = false;
+  if (!options.truncate_prompt_tokens) return std::nullopt;
+  int64_t keep = *options.truncate_prompt_tokens;
+  if (keep == -1) keep = max_model_len;
+  if (keep > max_model_len)
+    return bad_request(fmt::format("'truncate_prompt_tokens' = {} is greater than "
+                                   "max_model_len ({}); select a smaller truncation size",
+                                   keep, max_model_len),
+                       "truncate_prompt_tokens");
+  if (static_cast<int64_t>(ids->size()) > keep) {
+    ids->erase(ids->begin(), ids->end() - keep);
+    *truncated = true;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void OpenAIServing::completions(const httplib::Request& req, httplib::Response* res,
                                 const CancelCheck& should_cancel) {
   const double arrival_time = now_seconds();  // before parsing and tokenizing
@@ -163,6 +232,8 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
   CompletionRequest parsed;
   parsed.options.params = engine_.engine().default_sampling_params();
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (auto err = check_fields(body, kEndpointCompletions, res))
+    return set_error_response(*err, res);
   if (auto err = parse_completion_request(body, &parsed)) return set_error_response(*err, res);
   if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
 
@@ -175,24 +246,28 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
           ? engine_.engine().tokenizer().encode(*parsed.prompt_text,
                                                 parsed.options.add_special_tokens)
           : std::move(parsed.prompt_token_ids);
+  bool truncated = false;
+  if (auto err = truncate_prompt(parsed.options, engine_.engine().max_model_len(),
+                                 &gen.request.prompt_token_ids, &truncated))
+    return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
   if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "prompt",
                                &gen.request.params))
     return set_error_response(*err, res);
-  if (parsed.echo) {
-    // The prompt as sent; a token-id prompt is detokenized like generated text is rendered.
-    if (parsed.prompt_text) {
+  if (parsed.options.echo) {
+    // The prompt as sent; a token-id (or truncated) prompt is detokenized like generated
+    // text is rendered.
+    if (parsed.prompt_text && !truncated) {
       gen.echo_text = std::move(*parsed.prompt_text);
     } else {
       DecodeOptions opt;
       opt.skip_special_tokens = gen.request.params.skip_special_tokens;
       gen.echo_text = engine_.engine().tokenizer().decode(gen.request.prompt_token_ids, opt);
     }
+    gen.echo_logprobs = gen.request.params.logprobs >= 0;
   }
-  gen.n = parsed.options.n;
-  gen.stream = parsed.options.stream;
-  gen.include_usage = parsed.options.include_usage;
+  set_output_options(parsed.options, &gen);
   generate(std::move(gen), res, should_cancel);
 }
 
@@ -203,6 +278,7 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   ChatCompletionRequest parsed;
   parsed.options.params = engine_.engine().default_sampling_params();
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (auto err = check_fields(body, kEndpointChat, res)) return set_error_response(*err, res);
   if (auto err = parse_chat_request(body, &parsed)) return set_error_response(*err, res);
   if (auto err = check_model(parsed.options.model)) return set_error_response(*err, res);
 
@@ -213,15 +289,33 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   if (auto err = chat_prompt_ids(req.body, parsed.messages, /*add_special=*/false,
                                  &gen.request.prompt_token_ids))
     return set_error_response(*err, res);
+  bool truncated = false;
+  if (auto err = truncate_prompt(parsed.options, engine_.engine().max_model_len(),
+                                 &gen.request.prompt_token_ids, &truncated))
+    return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
   if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "messages",
                                &gen.request.params))
     return set_error_response(*err, res);
-  gen.n = parsed.options.n;
-  gen.stream = parsed.options.stream;
-  gen.include_usage = parsed.options.include_usage;
+  // vLLM's chat echo: the reply continues the last message when it has the reply's role.
+  if (parsed.options.echo && parsed.messages.back().role == "assistant")
+    gen.echo_text = parsed.messages.back().content;
+  set_output_options(parsed.options, &gen);
   generate(std::move(gen), res, should_cancel);
+}
+
+void OpenAIServing::set_output_options(const GenerationOptions& options, Generation* gen) {
+  gen->n = options.n;
+  gen->stream = options.stream;
+  gen->include_usage = options.include_usage;
+  gen->continuous_usage = options.continuous_usage_stats;
+  gen->prompt_logprobs = options.prompt_logprobs;
+  gen->tokens_as_ids = options.return_tokens_as_token_ids;
+  if (RequestRecord* rec = current_request_record()) {
+    if (options.user) rec->user = *options.user;
+    if (options.safety_identifier) rec->safety_identifier = *options.safety_identifier;
+  }
 }
 
 void OpenAIServing::generate(Generation gen, httplib::Response* res,
@@ -282,14 +376,20 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
   for (size_t i = 0; i < inflight.size(); ++i) {
     int32_t tokens = 0;
     FinishReason& finish_reason = choices[i].finish_reason;
-    LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token);
-    bool prompt_logprobs_added = !(gen.echo_text && gen.logprobs);
+    LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token, gen.tokens_as_ids);
+    bool first_output = true;
     while (finish_reason == FinishReason::kNone) {
       std::optional<RequestOutput> out = inflight[i]->next(should_cancel);
       if (!out) return set_error_response(cancelled_error(), res);
-      if (!prompt_logprobs_added) {  // echo + logprobs: the prompt's entries come first
-        logprobs.add_prompt(gen.request.prompt_token_ids, out->prompt_logprobs);
-        prompt_logprobs_added = true;
+      if (first_output) {  // prompt logprobs come with the first output only
+        first_output = false;
+        if (gen.echo_logprobs)  // echo + logprobs: the prompt's entries come first
+          logprobs.add_prompt(gen.request.prompt_token_ids, out->prompt_logprobs,
+                              gen.request.params.logprobs);
+        if (gen.prompt_logprobs)
+          choices[i].prompt_logprobs =
+              prompt_logprobs_json(*tok, gen.request.prompt_token_ids, out->prompt_logprobs,
+                                   *gen.prompt_logprobs, gen.tokens_as_ids);
       }
       choices[i].text += out->new_text;
       for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
@@ -324,9 +424,11 @@ struct StreamState {
   std::vector<LogprobsBuilder> logprobs;  // one per choice index when requested, else empty
   ResponseMeta meta;
   bool include_usage = false;
+  bool continuous_usage = false;  // running usage in every chunk (with include_usage)
   std::optional<std::string> echo_text;  // prefixed to each choice's first chunk
   /// echo + logprobs: the prompt, whose entries open each choice's logprobs.
   std::vector<int32_t> echo_prompt_ids;
+  int32_t echo_logprobs_k = 0;
   Usage usage;
   CancelCheck should_cancel;
 };
@@ -337,16 +439,23 @@ bool StreamState::pump(httplib::DataSink& sink) {
     return (should_cancel && should_cancel()) || (sink.is_writable && !sink.is_writable());
   };
   const int32_t n = static_cast<int32_t>(inflight.size());
+  std::vector<int32_t> tokens(n, 0);
+  // continuous_usage_stats: the totals so far ride in every chunk.
+  const auto running = [&]() -> const Usage* {
+    if (!continuous_usage) return nullptr;
+    usage.completion_tokens = 0;
+    for (int32_t t : tokens) usage.completion_tokens += t;
+    return &usage;
+  };
   for (int32_t i = 0; i < n; ++i)
-    if (std::optional<nlohmann::json> open = opening_chunk(meta, include_usage, i)) {
+    if (std::optional<nlohmann::json> open = opening_chunk(meta, include_usage, i, running())) {
       if (!write(sse_event(*open))) return false;  // ~InflightRequest aborts
     }
   // Outputs of the n samples are interleaved as they come: each sample is polled for a slice
   // of kStreamPollSeconds, and whether to give up is asked at least every kStreamPollSeconds.
-  std::vector<int32_t> tokens(n, 0);
   std::vector<uint8_t> done(n, 0);
   std::vector<uint8_t> echoed(n, echo_text ? 0 : 1);
-  std::vector<uint8_t> prompt_logprobs_added(n, echo_text && !logprobs.empty() ? 0 : 1);
+  std::vector<uint8_t> prompt_logprobs_added(n, echo_prompt_ids.empty() ? 1 : 0);
   int32_t remaining = n;
   double last_cancel_check = now_seconds();
   while (remaining > 0) {
@@ -358,7 +467,7 @@ bool StreamState::pump(httplib::DataSink& sink) {
       got_any = true;
       tokens[i] = std::max(tokens[i], out->num_output_tokens);
       if (!prompt_logprobs_added[i]) {
-        logprobs[i].add_prompt(echo_prompt_ids, out->prompt_logprobs);
+        logprobs[i].add_prompt(echo_prompt_ids, out->prompt_logprobs, echo_logprobs_k);
         prompt_logprobs_added[i] = 1;
       }
       if (!logprobs.empty())
@@ -376,8 +485,8 @@ bool StreamState::pump(httplib::DataSink& sink) {
           out->new_text.insert(0, *echo_text);
           echoed[i] = 1;
         }
-        if (!write(sse_event(
-                delta_chunk(meta, out->new_text, reason, include_usage, i, std::move(lp))))) {
+        if (!write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage, i,
+                                         std::move(lp), running())))) {
           abort_all();
           return false;
         }
@@ -411,12 +520,16 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
   auto state = std::make_shared<StreamState>(std::move(inflight));
   state->meta = std::move(gen.meta);
   state->include_usage = gen.include_usage;
+  state->continuous_usage = gen.continuous_usage;
   state->echo_text = std::move(gen.echo_text);
-  if (state->echo_text && gen.logprobs) state->echo_prompt_ids = gen.request.prompt_token_ids;
+  if (gen.echo_logprobs) {
+    state->echo_prompt_ids = gen.request.prompt_token_ids;
+    state->echo_logprobs_k = gen.request.params.logprobs;
+  }
   if (gen.logprobs)
     for (int32_t i = 0; i < gen.n; ++i)
       state->logprobs.emplace_back(state->meta.kind, &engine_.engine().tokenizer(),
-                                   gen.last_prompt_token);
+                                   gen.last_prompt_token, gen.tokens_as_ids);
   state->usage.prompt_tokens = gen.num_prompt_tokens;
   state->should_cancel = should_cancel;
   res->set_header("Cache-Control", "no-cache");
@@ -427,15 +540,23 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
       [state](size_t /*offset*/, httplib::DataSink& sink) { return state->pump(sink); });
 }
 
+json OpenAIServing::model_card() const {
+  return {{"id", served_model_name_},
+          {"object", "model"},
+          {"created", created_},
+          {"owned_by", "llmserve"},
+          {"root", served_model_name_},
+          {"parent", nullptr},
+          {"max_model_len", engine_.engine().max_model_len()}};
+}
+
 json OpenAIServing::models() const {
-  json card = {{"id", served_model_name_},
-               {"object", "model"},
-               {"created", created_},
-               {"owned_by", "llmserve"},
-               {"root", served_model_name_},
-               {"parent", nullptr},
-               {"max_model_len", engine_.engine().max_model_len()}};
-  return {{"object", "list"}, {"data", json::array({std::move(card)})}};
+  return {{"object", "list"}, {"data", json::array({model_card()})}};
+}
+
+void OpenAIServing::model(const std::string& id, httplib::Response* res) const {
+  if (auto err = check_model(id)) return set_error_response(*err, res);
+  res->set_content(dump(model_card()), "application/json");
 }
 
 std::string OpenAIServing::metrics_page() const {
@@ -449,6 +570,7 @@ namespace llmserve {
 void OpenAIServing::tokenize(const httplib::Request& req, httplib::Response* res) {
   json body;
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (auto err = check_fields(body, kEndpointTokenize, res)) return set_error_response(*err, res);
   if (auto err = check_model_field(body)) return set_error_response(*err, res);
   auto read_flag = [&](const char* name, bool fallback, bool* out) -> std::optional<ApiError> {
     *out = fallback;
@@ -500,6 +622,8 @@ void OpenAIServing::tokenize(const httplib::Request& req, httplib::Response* res
 void OpenAIServing::detokenize(const httplib::Request& req, httplib::Response* res) {
   json body;
   if (auto err = parse_json_object(req.body, &body)) return set_error_response(*err, res);
+  if (auto err = check_fields(body, kEndpointDetokenize, res))
+    return set_error_response(*err, res);
   if (auto err = check_model_field(body)) return set_error_response(*err, res);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     return set_error_response(bad_request("'tokens' must be a list of token ids", "tokens"), res);

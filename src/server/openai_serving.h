@@ -6,6 +6,8 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include <httplib.h>
@@ -31,8 +33,11 @@ class OpenAIServing {
  public:
   /// `served_model_name` is the only accepted "model" value and the one reported back.
   /// `chat_template` renders chat messages (see resolve_chat_template).
+  /// `ignore_unknown_fields` (serve --ignore-unknown-fields): request fields in no schema we
+  /// know are ignored (a warning per name, once; the names in the X-LLMServe-Ignored-Fields
+  /// header) instead of being a 400 (request_policy.h).
   OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics, std::string served_model_name,
-                ChatTemplate chat_template);
+                ChatTemplate chat_template, bool ignore_unknown_fields = false);
 
   /// POST /v1/completions.
   void completions(const httplib::Request& req, httplib::Response* res,
@@ -51,6 +56,8 @@ class OpenAIServing {
   void detokenize(const httplib::Request& req, httplib::Response* res);
   /// GET /v1/models body.
   nlohmann::json models() const;
+  /// GET /v1/models/{id} (OpenAI's retrieve): the model card, or a 404 naming `id`.
+  void model(const std::string& id, httplib::Response* res) const;
   /// GET /metrics body.
   std::string metrics_page() const;
 
@@ -63,6 +70,11 @@ class OpenAIServing {
   /// check_model on an optional "model" field of a /tokenize or /detokenize body (absent or
   /// null = the served model; not a string = a 400 naming "model").
   std::optional<ApiError> check_model_field(const nlohmann::json& body) const;
+  /// The request policy for `endpoint` (request_policy.h); with --ignore-unknown-fields the
+  /// ignored names go to the log (once per name) and the X-LLMServe-Ignored-Fields header.
+  std::optional<ApiError> check_fields(const nlohmann::json& body, uint8_t endpoint,
+                                       httplib::Response* res);
+  nlohmann::json model_card() const;
   /// Renders a validated chat body (`messages`) with the chat template and tokenizes it.
   std::optional<ApiError> chat_prompt_ids(const std::string& raw_body,
                                           const std::vector<ChatMessage>& messages,
@@ -79,6 +91,8 @@ class OpenAIServing {
   std::optional<ApiError> finish_params(const GenerationOptions& options,
                                         const std::vector<int32_t>& prompt_ids,
                                         const char* prompt_param, SamplingParams* params) const;
+  /// n, stream, usage and logprobs output options; user ids to the access-log record.
+  static void set_output_options(const GenerationOptions& options, Generation* gen);
   void generate(Generation gen, httplib::Response* res, const CancelCheck& should_cancel);
   /// One InflightRequest per sample ("n"), in choice-index order.
   using InflightList = std::vector<std::unique_ptr<InflightRequest>>;
@@ -92,6 +106,9 @@ class OpenAIServing {
   std::string served_model_name_;
   ChatTemplate chat_template_;
   int64_t created_ = 0;  // server start, Unix seconds (the model's "created")
+  bool ignore_unknown_fields_ = false;
+  std::mutex warned_mu_;
+  std::set<std::string> warned_fields_;  // unknown field names already logged
 };
 
 }  // namespace llmserve

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "server/request_policy.h"
+
 namespace llmserve {
 
 using nlohmann::json;
@@ -113,11 +115,53 @@ std::optional<ApiError> read_stop(const json& body, std::vector<std::string>* ou
   return std::nullopt;
 }
 
-/// Completions "echo": a boolean; with logprobs the prompt tokens' logprobs are returned too
-/// (OpenAI/vLLM), so the engine is asked for prompt logprobs with the same k.
-std::optional<ApiError> read_echo(const json& body, SamplingParams* p, bool* echo) {
-  if (auto err = read_bool(body, "echo", echo)) return err;
-  if (*echo && p->logprobs >= 0) p->prompt_logprobs = p->logprobs;
+/// "echo": a boolean. Completions with logprobs return the prompt tokens' logprobs too
+/// (OpenAI/vLLM), so the engine is asked for prompt logprobs with at least the same k.
+std::optional<ApiError> read_echo(const json& body, bool chat, GenerationOptions* out) {
+  if (auto err = read_bool(body, "echo", &out->echo)) return err;
+  SamplingParams& p = out->params;
+  if (!chat && out->echo && p.logprobs >= 0)
+    p.prompt_logprobs = std::max(p.prompt_logprobs, p.logprobs);
+  return std::nullopt;
+}
+
+/// OpenAI's logit_bias: {"<token id>": bias}; ids as decimal strings (JSON keys), each once.
+/// Ranges and the vocabulary are SamplingParams::validate's.
+std::optional<ApiError> read_logit_bias(const json& body, SamplingParams* p) {
+  const json* lb = find_field(body, "logit_bias");
+  if (!lb) return std::nullopt;
+  if (!lb->is_object())
+    return type_error("logit_bias", "an object mapping token ids to biases", *lb, "logit_bias");
+  for (auto it = lb->begin(); it != lb->end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) {
+                          return c >= '0' && c <= '9';
+                        });
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      return bad_request(fmt::format("'logit_bias' keys must be token ids (decimal integers), "
+                                     "got \"{}\"", key.substr(0, 40)),
+                         "logit_bias");
+    if (!it->is_number())
+      return type_error(fmt::format("logit_bias[\"{}\"]", key), "a number", *it, "logit_bias");
+    const auto tid = static_cast<int32_t>(id);
+    for (const auto& [seen, bias] : p->logit_bias)
+      if (seen == tid)
+        return bad_request(fmt::format("'logit_bias' lists token {} twice", tid), "logit_bias");
+    p->logit_bias.emplace_back(tid, static_cast<float>(it->get<double>()));
+  }
+  return std::nullopt;
+}
+
+/// A string field (user, safety_identifier).
+std::optional<ApiError> read_string(const json& body, const char* name,
+                                    std::optional<std::string>* out) {
+  const json* v = find_field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return type_error(name, "a string", *v, name);
+  *out = v->get<std::string>();
   return std::nullopt;
 }
 
@@ -207,9 +251,42 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
       return type_error("priority", "a 32-bit integer", *prio, "priority");
     out->priority = static_cast<int32_t>(*v);
   }
-  if (const json* user = find_field(body, "user")) {
-    if (!user->is_string()) return type_error("user", "a string", *user, "user");
-    out->user = user->get<std::string>();
+  if (auto err = read_string(body, "user", &out->user)) return err;
+  if (auto err = read_string(body, "safety_identifier", &out->safety_identifier)) return err;
+  if (auto err = read_logit_bias(body, &p)) return err;
+  if (const json* ids = find_field(body, "allowed_token_ids")) {
+    if (!ids->is_array())
+      return type_error("allowed_token_ids", "a list of token ids", *ids, "allowed_token_ids");
+    if (ids->empty())
+      return bad_request("'allowed_token_ids' must not be empty (it would allow no token)",
+                         "allowed_token_ids");
+    if (auto err = read_token_ids(*ids, "allowed_token_ids", "allowed_token_ids",
+                                  &p.allowed_token_ids))
+      return err;
+  }
+  if (auto err = read_bool(body, "include_stop_str_in_output", &p.include_stop_str_in_output))
+    return err;
+  if (auto err = read_bool(body, "return_tokens_as_token_ids", &out->return_tokens_as_token_ids))
+    return err;
+  if (auto err = read_int32(body, "prompt_logprobs", &out->prompt_logprobs)) return err;
+  if (out->prompt_logprobs) {
+    if (*out->prompt_logprobs < 0 || *out->prompt_logprobs > kMaxLogprobs)
+      return bad_request(fmt::format("'prompt_logprobs' must be between 0 and {}, got {}",
+                                     kMaxLogprobs, *out->prompt_logprobs),
+                         "prompt_logprobs");
+    p.prompt_logprobs = std::max(p.prompt_logprobs, *out->prompt_logprobs);
+  }
+  if (auto err = read_int32(body, "truncate_prompt_tokens", &out->truncate_prompt_tokens))
+    return err;
+  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1 &&
+      *out->truncate_prompt_tokens != -1)
+    return bad_request(fmt::format("'truncate_prompt_tokens' must be >= 1 (keep the last N "
+                                   "prompt tokens) or -1 (max_model_len), got {}",
+                                   *out->truncate_prompt_tokens),
+                       "truncate_prompt_tokens");
+  if (chat) {
+    if (const json* ptc = find_field(body, "parallel_tool_calls"); ptc && !ptc->is_boolean())
+      return type_error("parallel_tool_calls", "a boolean", *ptc, "parallel_tool_calls");
   }
 
   if (auto err = read_int32(body, "max_tokens", &out->max_tokens)) return err;
@@ -217,6 +294,23 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
     std::optional<int32_t> max_completion_tokens;
     if (auto err = read_int32(body, "max_completion_tokens", &max_completion_tokens)) return err;
     if (max_completion_tokens) out->max_tokens = max_completion_tokens;
+  }
+  // llama.cpp's n_predict: max_tokens by another name (-1 = no limit but the context).
+  std::optional<int32_t> n_predict;
+  if (auto err = read_int32(body, "n_predict", &n_predict)) return err;
+  if (n_predict) {
+    if (*n_predict < -1 || *n_predict == 0)
+      return bad_request(fmt::format("'n_predict' must be >= 1, or -1 for the rest of the "
+                                     "context, got {}", *n_predict),
+                         "n_predict");
+    const std::optional<int32_t> as_max = *n_predict == -1 ? std::nullopt : n_predict;
+    if (out->max_tokens && out->max_tokens != as_max)
+      return bad_request(fmt::format("'n_predict' ({}) and '{}' ({}) disagree; send one of them",
+                                     *n_predict, chat && body.contains("max_completion_tokens")
+                                                     ? "max_completion_tokens" : "max_tokens",
+                                     *out->max_tokens),
+                         "n_predict");
+    out->max_tokens = as_max;
   }
 
   if (auto err = read_bool(body, "stream", &out->stream)) return err;
@@ -226,10 +320,22 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
     if (!out->stream)
       return bad_request("'stream_options' can only be set when 'stream' is true",
                          "stream_options");
+    if (auto err = check_stream_options_keys(*so)) return err;
     if (auto err = read_bool(*so, "include_usage", &out->include_usage, "stream_options"))
       return err;
+    if (auto err = read_bool(*so, "continuous_usage_stats", &out->continuous_usage_stats,
+                             "stream_options"))
+      return err;
+    if (out->continuous_usage_stats && !out->include_usage)
+      return bad_request("'stream_options.continuous_usage_stats' needs 'include_usage': true "
+                         "(as in vLLM)",
+                         "stream_options");
   }
-  return std::nullopt;
+  // vLLM: "prompt_logprobs are not available when stream=True".
+  if (out->stream && out->prompt_logprobs)
+    return bad_request("'prompt_logprobs' is not available with 'stream': true (as in vLLM)",
+                       "prompt_logprobs");
+  return read_echo(body, chat, out);
 }
 
 std::optional<ApiError> read_prompt(const json& body, CompletionRequest* out) {
@@ -377,8 +483,7 @@ std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
 
 std::optional<ApiError> parse_completion_request(const json& body, CompletionRequest* out) {
   if (auto err = read_prompt(body, out)) return err;
-  if (auto err = read_options(body, /*chat=*/false, &out->options)) return err;
-  return read_echo(body, &out->options.params, &out->echo);
+  return read_options(body, /*chat=*/false, &out->options);
 }
 
 std::optional<ApiError> parse_messages(const json& body, std::vector<ChatMessage>* out) {

@@ -2,8 +2,8 @@
 // the ranges that are the API's own contract rather than the engine's (n, logprobs,
 // temperature in OpenAI's [0, 2], non-empty prompt); the other value ranges (top_p in (0, 1],
 // penalties, ...) are SamplingParams::validate's job, and prompt-length limits are checked by
-// OpenAIServing before the engine sees the request. Unknown fields are ignored, as OpenAI and
-// vLLM do.
+// OpenAIServing before the engine sees the request. Which fields exist at all, and which are
+// refused, is the request policy's decision (request_policy.h), applied before these parsers.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +50,25 @@ struct GenerationOptions {
   int32_t priority = 0;        // --scheduling-policy priority: lower runs first
   /// "top_k" was sent (OpenAIServing then bounds it by the vocabulary size).
   bool top_k_sent = false;
-  /// "user": an end-user id (OpenAI); accepted and otherwise ignored.
+  /// "user" / "safety_identifier": an end-user id (OpenAI's abuse-monitoring fields); written
+  /// to the request's access-log line.
   std::optional<std::string> user;
+  std::optional<std::string> safety_identifier;
+  /// stream_options.continuous_usage_stats (vLLM): running usage in every chunk; only with
+  /// include_usage.
+  bool continuous_usage_stats = false;
+  /// vLLM's truncate_prompt_tokens: keep only the last N prompt tokens (-1 = max_model_len).
+  std::optional<int32_t> truncate_prompt_tokens;
+  /// vLLM's prompt_logprobs field (0..kMaxLogprobs alternatives); params.prompt_logprobs is
+  /// the larger of it and what echo + logprobs needs.
+  std::optional<int32_t> prompt_logprobs;
+  /// vLLM's return_tokens_as_token_ids: logprobs tokens written "token_id:<id>".
+  bool return_tokens_as_token_ids = false;
+  /// "echo". Completions: the reply text starts with the prompt (as sent, or the detokenized
+  /// token ids); with logprobs the prompt tokens' logprobs come first (params.prompt_logprobs
+  /// is set). Chat (vLLM): when the last message has the reply's role ("assistant"), the
+  /// reply's content starts with that message's content.
+  bool echo = false;
   /// Completions: add the tokenizer's BOS/EOS around a text prompt (vLLM, default true);
   /// special-token text in the prompt is never parsed as special tokens.
   bool add_special_tokens = true;
@@ -62,9 +79,6 @@ struct CompletionRequest {
   GenerationOptions options;
   std::optional<std::string> prompt_text;  // "prompt": "..." or ["..."]
   std::vector<int32_t> prompt_token_ids;   // "prompt": [1, 2, 3] or [[1, 2, 3]]
-  /// "echo": the reply text starts with the prompt (as sent, or the detokenized token ids).
-  /// With logprobs, the prompt tokens' logprobs come first (params.prompt_logprobs is set).
-  bool echo = false;
 };
 
 /// One chat message; a list of {"type": "text", "text": ...} parts is joined with "\n".

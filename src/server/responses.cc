@@ -65,33 +65,43 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& re
       choice["text"] = results[i].text;
     choice["logprobs"] = results[i].logprobs;
     choice["finish_reason"] = finish_reason_json(results[i].finish_reason);
+    // vLLM: completions carry prompt_logprobs per choice, chat once at the top level.
+    if (meta.kind == ApiKind::kCompletion && !results[i].prompt_logprobs.is_discarded())
+      choice["prompt_logprobs"] = results[i].prompt_logprobs;
     choices.push_back(std::move(choice));
   }
   json body = envelope(
       meta, meta.kind == ApiKind::kChat ? "chat.completion" : "text_completion",
       std::move(choices));
+  if (meta.kind == ApiKind::kChat && !results.empty() &&
+      !results[0].prompt_logprobs.is_discarded())
+    body["prompt_logprobs"] = results[0].prompt_logprobs;
   body["usage"] = usage_json(usage);
   return body;
 }
 
 json full_response(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
                    const Usage& usage) {
-  return full_response(meta, std::vector<ChoiceResult>{{text, finish_reason}}, usage);
+  ChoiceResult choice;
+  choice.text = text;
+  choice.finish_reason = finish_reason;
+  return full_response(meta, std::vector<ChoiceResult>{std::move(choice)}, usage);
 }
 
-std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage, int32_t index) {
+std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage, int32_t index,
+                                  const Usage* running_usage) {
   if (meta.kind != ApiKind::kChat) return std::nullopt;
   json choice = {{"index", index},
                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
   json chunk = envelope(meta, chunk_object(meta.kind), json::array({std::move(choice)}));
-  if (include_usage) chunk["usage"] = nullptr;
+  if (include_usage) chunk["usage"] = running_usage ? usage_json(*running_usage) : json(nullptr);
   return chunk;
 }
 
 json delta_chunk(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
-                 bool include_usage, int32_t index, json logprobs) {
+                 bool include_usage, int32_t index, json logprobs, const Usage* running_usage) {
   json choice = {{"index", index}};
   if (meta.kind == ApiKind::kChat) {
     json delta = json::object();
@@ -103,7 +113,7 @@ json delta_chunk(const ResponseMeta& meta, const std::string& text, FinishReason
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason_json(finish_reason);
   json chunk = envelope(meta, chunk_object(meta.kind), json::array({std::move(choice)}));
-  if (include_usage) chunk["usage"] = nullptr;
+  if (include_usage) chunk["usage"] = running_usage ? usage_json(*running_usage) : json(nullptr);
   return chunk;
 }
 
@@ -116,8 +126,41 @@ json bytes_of(const std::string& s) {
 }
 }  // namespace
 
+std::string logprob_token_text(const Tokenizer& tokenizer, int32_t prev_id, int32_t id,
+                               bool as_token_ids) {
+  if (as_token_ids) return fmt::format("token_id:{}", id);
+  return tokenizer.decode_token(prev_id, id, /*skip_special=*/false);
+}
+
+json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids,
+                          const std::vector<TokenLogprobs>& lps, int32_t k, bool as_token_ids) {
+  json out = json::array();
+  int32_t prev = -1;
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    if (i == 0 || i - 1 >= lps.size()) {
+      out.push_back(nullptr);
+    } else {
+      const TokenLogprobs& lp = lps[i - 1];
+      json entry = json::object();
+      auto put = [&](int32_t id, float logprob, int32_t rank) {
+        entry[std::to_string(id)] = {
+            {"logprob", finite_logprob(logprob)},
+            {"rank", rank},
+            {"decoded_token", logprob_token_text(tokenizer, prev, id, as_token_ids)}};
+      };
+      put(prompt_ids[i], lp.logprob, lp.rank);
+      for (size_t j = 0; j < lp.top.size() && j < static_cast<size_t>(std::max(k, 0)); ++j)
+        if (lp.top[j].first != prompt_ids[i])
+          put(lp.top[j].first, lp.top[j].second, static_cast<int32_t>(j + 1));
+      out.push_back(std::move(entry));
+    }
+    prev = prompt_ids[i];
+  }
+  return out;
+}
+
 std::string LogprobsBuilder::token_text(int32_t id) const {
-  return tokenizer_->decode_token(prev_id_, id, /*skip_special=*/false);
+  return logprob_token_text(*tokenizer_, prev_id_, id, as_token_ids_);
 }
 
 void LogprobsBuilder::add(int32_t id, const TokenLogprobs& lp) {
@@ -146,16 +189,17 @@ void LogprobsBuilder::add(int32_t id, const TokenLogprobs& lp) {
 }
 
 void LogprobsBuilder::add_prompt(std::span<const int32_t> prompt_ids,
-                                 const std::vector<TokenLogprobs>& lps) {
+                                 const std::vector<TokenLogprobs>& lps, int32_t k) {
   int32_t prev = -1;
   for (size_t i = 0; i < prompt_ids.size(); ++i) {
-    const std::string text = tokenizer_->decode_token(prev, prompt_ids[i], /*skip_special=*/false);
+    const std::string text = logprob_token_text(*tokenizer_, prev, prompt_ids[i], as_token_ids_);
     tokens_.push_back(text);
     if (i >= 1 && i - 1 < lps.size()) {
       const TokenLogprobs& lp = lps[i - 1];
       json top = json::object();
-      for (const auto& [alt, alt_lp] : lp.top)
-        top[tokenizer_->decode_token(prev, alt, /*skip_special=*/false)] = finite_logprob(alt_lp);
+      for (size_t j = 0; j < lp.top.size() && j < static_cast<size_t>(std::max(k, 0)); ++j)
+        top[logprob_token_text(*tokenizer_, prev, lp.top[j].first, as_token_ids_)] =
+            finite_logprob(lp.top[j].second);
       token_logprobs_.push_back(finite_logprob(lp.logprob));
       top_.push_back(std::move(top));
     } else {

@@ -49,7 +49,23 @@ struct ChoiceResult {
   std::string text;
   FinishReason finish_reason = FinishReason::kNone;
   nlohmann::json logprobs;  // null unless requested (see LogprobsBuilder)
+  /// vLLM's prompt_logprobs (prompt_logprobs_json) when requested, else discarded (no key).
+  nlohmann::json prompt_logprobs = nlohmann::json(nlohmann::json::value_t::discarded);
 };
+
+/// The token string of `id` after `prev_id` in logprobs: its detokenized text (special tokens
+/// as their text), or "token_id:<id>" with vLLM's return_tokens_as_token_ids.
+std::string logprob_token_text(const Tokenizer& tokenizer, int32_t prev_id, int32_t id,
+                               bool as_token_ids);
+
+/// vLLM's prompt_logprobs: one entry per prompt token, the first null, entry i an object
+/// {"<token id>": {"logprob", "rank", "decoded_token"}} holding prompt token i (with its rank:
+/// how many tokens are at least as likely) and the `k` most likely tokens at position i (ranks
+/// 1..k). `lps` has one entry per prompt token from the second on (missing ones are null).
+nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer,
+                                    std::span<const int32_t> prompt_ids,
+                                    const std::vector<TokenLogprobs>& lps, int32_t k,
+                                    bool as_token_ids);
 
 /// Builds one choice's "logprobs" JSON token by token, in OpenAI's shapes: chat
 /// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]},
@@ -58,13 +74,17 @@ struct ChoiceResult {
 /// as their text); -inf logprobs are written as -9999.0 (vLLM), JSON having no infinity.
 class LogprobsBuilder {
  public:
-  LogprobsBuilder(ApiKind kind, const Tokenizer* tokenizer, int32_t prev_id)
-      : kind_(kind), tokenizer_(tokenizer), prev_id_(prev_id) {}
+  /// `as_token_ids`: vLLM's return_tokens_as_token_ids (tokens written "token_id:<id>").
+  LogprobsBuilder(ApiKind kind, const Tokenizer* tokenizer, int32_t prev_id,
+                  bool as_token_ids = false)
+      : kind_(kind), tokenizer_(tokenizer), prev_id_(prev_id), as_token_ids_(as_token_ids) {}
   void add(int32_t id, const TokenLogprobs& lp);
   /// Completions echo + logprobs: the prompt's tokens first, the first one with null logprob
-  /// and top_logprobs (OpenAI/vLLM). `lps` has one entry per prompt token from the second on
-  /// (RequestOutput::prompt_logprobs; missing entries, e.g. after an abort, are null too).
-  void add_prompt(std::span<const int32_t> prompt_ids, const std::vector<TokenLogprobs>& lps);
+  /// and top_logprobs (OpenAI/vLLM), each with at most `k` alternatives. `lps` has one entry
+  /// per prompt token from the second on (RequestOutput::prompt_logprobs; missing entries,
+  /// e.g. after an abort, are null too).
+  void add_prompt(std::span<const int32_t> prompt_ids, const std::vector<TokenLogprobs>& lps,
+                  int32_t k);
   bool empty() const { return count_ == 0; }
   /// The JSON of the tokens added since the last take() (empty lists when none).
   nlohmann::json take();
@@ -74,6 +94,7 @@ class LogprobsBuilder {
   ApiKind kind_;
   const Tokenizer* tokenizer_;
   int32_t prev_id_;
+  bool as_token_ids_;
   int32_t count_ = 0;
   int64_t text_offset_ = 0;
   nlohmann::json content_ = nlohmann::json::array();                 // chat
@@ -90,16 +111,19 @@ nlohmann::json full_response(const ResponseMeta& meta, const std::string& text,
 
 /// The chunk that opens a stream for choice `index`: chat sends delta {"role": "assistant",
 /// "content": ""}; completions have none (nullopt). include_usage adds "usage": null, as
-/// OpenAI does.
+/// OpenAI does, or the running totals `*running_usage` when given (vLLM's
+/// stream_options.continuous_usage_stats).
 std::optional<nlohmann::json> opening_chunk(const ResponseMeta& meta, bool include_usage,
-                                            int32_t index = 0);
+                                            int32_t index = 0,
+                                            const Usage* running_usage = nullptr);
 
 /// One streamed piece of text of choice `index`. finish_reason is null unless
 /// `finish_reason` != kNone (the choice's last chunk). Chat puts the text in delta.content
-/// (omitted when empty).
+/// (omitted when empty). Usage as in opening_chunk.
 nlohmann::json delta_chunk(const ResponseMeta& meta, const std::string& text,
                            FinishReason finish_reason, bool include_usage, int32_t index = 0,
-                           nlohmann::json logprobs = nullptr);
+                           nlohmann::json logprobs = nullptr,
+                           const Usage* running_usage = nullptr);
 
 /// The usage-only chunk sent last when stream_options.include_usage: "choices": [] + usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);

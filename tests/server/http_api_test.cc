@@ -413,7 +413,7 @@ TEST(HttpApi, EchoPrependsThePromptToEveryChoice) {
   }
   EXPECT_EQ(usage_chunks, 1);
   for (const std::string& t : texts) EXPECT_EQ(t, "Hello" + completion);
-  // Chat has no echo field: it is ignored like any unknown field.
+  // Chat echo (vLLM) only prepends a last message that has the reply's role (assistant).
   r = ts.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
                                        {"max_tokens", 2}, {"echo", true}});
   EXPECT_EQ(r->status, 200) << r->body;

@@ -89,7 +89,7 @@ TEST(Protocol, EchoUserAndApiRanges) {
       json::parse(R"({"prompt": "x", "echo": true, "user": "u-1", "top_k": 5,
                       "temperature": 2})"),
       &r));
-  EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.options.echo);
   EXPECT_EQ(r.options.user, "u-1");
   EXPECT_TRUE(r.options.top_k_sent);
   EXPECT_EQ(r.options.params.temperature, 2.0f);
@@ -100,7 +100,7 @@ TEST(Protocol, EchoUserAndApiRanges) {
   EXPECT_EQ(with_lp.options.params.prompt_logprobs, 3);  // echo + logprobs: the prompt's too
   CompletionRequest plain;
   ASSERT_FALSE(parse_completion_request(json{{"prompt", "x"}}, &plain));
-  EXPECT_FALSE(plain.echo);
+  EXPECT_FALSE(plain.options.echo);
   EXPECT_FALSE(plain.options.user);
   EXPECT_FALSE(plain.options.top_k_sent);
 

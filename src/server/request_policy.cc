@@ -1,0 +1,329 @@
+#include "server/request_policy.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+namespace llmserve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint8_t C = kEndpointCompletions;
+constexpr uint8_t Ch = kEndpointChat;
+constexpr uint8_t T = kEndpointTokenize;
+constexpr uint8_t D = kEndpointDetokenize;
+constexpr FieldFate kHonoured = FieldFate::kHonoured;
+constexpr FieldFate kPartly = FieldFate::kPartly;
+constexpr FieldFate kRefused = FieldFate::kRefused;
+
+constexpr std::string_view kNoStructured =
+    "structured outputs (JSON, regex, choice, grammar) are not implemented yet; until they are, "
+    "a constrained request is refused rather than answered unconstrained";
+constexpr std::string_view kNoToolCalls =
+    "tool calling is not implemented yet (no tool_calls would come back); send tool_choice "
+    "\"none\" to pass the tools to the chat template only";
+constexpr std::string_view kNoPrefixCache =
+    "prefix caching is not implemented yet, so there is no cache to salt or key";
+
+// One row per field. Keep docs/api.md's Parameters table in step (tests/server check it).
+constexpr RequestField kFields[] = {
+    // --- the prompt -------------------------------------------------------------------------
+    {"model", C | Ch | T | D, "OpenAI", kHonoured, "", ""},
+    {"prompt", C | T, "OpenAI", kHonoured, "", ""},
+    {"messages", Ch | T, "OpenAI", kHonoured, "", ""},
+    {"tokens", D, "vLLM", kHonoured, "", ""},
+    {"suffix", C, "OpenAI", kRefused, R"("")",
+     "there is no fill-in-the-middle; put the text before the insertion point in 'prompt'"},
+    {"echo", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"add_special_tokens", C | Ch | T, "vLLM", kHonoured, "", ""},
+    {"truncate_prompt_tokens", C | Ch, "vLLM", kHonoured, "", ""},
+    {"prompt_embeds", C, "vLLM", kRefused, "", "prompts are token ids or text"},
+    // --- chat templates ---------------------------------------------------------------------
+    {"add_generation_prompt", Ch | T, "vLLM", kHonoured, "", ""},
+    {"continue_final_message", Ch | T, "vLLM", kHonoured, "", ""},
+    {"documents", Ch | T, "vLLM", kHonoured, "", ""},
+    {"chat_template_kwargs", Ch | T, "vLLM", kHonoured, "", ""},
+    {"chat_template", Ch | T, "vLLM", kRefused, "",
+     "a per-request template is not accepted (as vLLM without --trust-request-chat-template); "
+     "start the server with --chat-template"},
+    {"mm_processor_kwargs", Ch | T, "vLLM", kRefused, "", "this server serves text-only models"},
+    {"tools", Ch | T, "OpenAI", kPartly, "", kNoToolCalls},
+    {"tool_choice", Ch, "OpenAI", kPartly, "", kNoToolCalls},
+    {"parallel_tool_calls", Ch, "OpenAI", kHonoured, "", ""},
+    {"functions", Ch, "OpenAI", kRefused, "",
+     "deprecated by OpenAI in favour of 'tools'; tool calling is not implemented yet"},
+    {"function_call", Ch, "OpenAI", kRefused, "",
+     "deprecated by OpenAI in favour of 'tool_choice'; tool calling is not implemented yet"},
+    // --- length -----------------------------------------------------------------------------
+    {"max_tokens", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"max_completion_tokens", Ch, "OpenAI", kHonoured, "", ""},
+    {"n_predict", C | Ch, "llama.cpp", kHonoured, "", ""},
+    {"min_tokens", C | Ch, "vLLM", kHonoured, "", ""},
+    {"stop", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"stop_token_ids", C | Ch, "vLLM", kHonoured, "", ""},
+    {"ignore_eos", C | Ch, "vLLM", kHonoured, "", ""},
+    {"include_stop_str_in_output", C | Ch, "vLLM", kHonoured, "", ""},
+    // --- sampling ---------------------------------------------------------------------------
+    {"temperature", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"top_p", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"top_k", C | Ch, "vLLM", kHonoured, "", ""},
+    {"min_p", C | Ch, "vLLM", kHonoured, "", ""},
+    {"presence_penalty", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"frequency_penalty", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"repetition_penalty", C | Ch, "vLLM", kHonoured, "", ""},
+    {"logit_bias", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"allowed_token_ids", C | Ch, "vLLM", kHonoured, "", ""},
+    {"bad_words", C | Ch, "vLLM", kRefused, "[]",
+     "not implemented; ban single tokens with 'logit_bias' (-100)"},
+    {"seed", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"n", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"best_of", C, "OpenAI", kRefused, "1",
+     "not supported, as in vLLM V1; use 'n' for several samples"},
+    {"use_beam_search", C | Ch, "vLLM", kRefused, "false", "beam search is not implemented"},
+    {"length_penalty", C | Ch, "vLLM", kRefused, "1",
+     "it only applies to beam search, which is not implemented"},
+    {"logits_processors", C | Ch, "vLLM", kRefused, "[]",
+     "custom logits processors are not supported; see 'logit_bias' and 'allowed_token_ids'"},
+    {"priority", C | Ch, "vLLM", kHonoured, "", ""},
+    // --- output -----------------------------------------------------------------------------
+    {"stream", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"stream_options", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"logprobs", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"top_logprobs", Ch, "OpenAI", kHonoured, "", ""},
+    {"prompt_logprobs", C | Ch, "vLLM", kHonoured, "", ""},
+    {"return_tokens_as_token_ids", C | Ch, "vLLM", kHonoured, "", ""},
+    {"skip_special_tokens", C | Ch, "vLLM", kHonoured, "", ""},
+    {"spaces_between_special_tokens", C | Ch, "vLLM", kRefused, "",
+     "special tokens are rendered as the tokenizer decodes them (Hugging Face fast tokenizers' "
+     "behaviour); use skip_special_tokens"},
+    {"return_token_strs", T, "vLLM", kHonoured, "", ""},
+    {"parse_special", T, "llmserve", kHonoured, "", ""},
+    {"response_format", C | Ch, "OpenAI", kPartly, "", kNoStructured},
+    {"modalities", Ch, "OpenAI", kRefused, R"(["text"])", "this server produces text only"},
+    {"audio", Ch, "OpenAI", kRefused, "", "this server produces text only"},
+    {"prediction", Ch, "OpenAI", kRefused, "", "predicted outputs are not implemented"},
+    {"reasoning_effort", Ch, "OpenAI", kRefused, "",
+     "there is no reasoning-effort control; pass template variables in 'chat_template_kwargs' "
+     "(e.g. {\"enable_thinking\": false})"},
+    {"verbosity", Ch, "OpenAI", kRefused, "", "there is no verbosity control"},
+    {"web_search_options", Ch, "OpenAI", kRefused, "", "this server has no web search"},
+    // --- structured outputs (until they are implemented) ------------------------------------
+    {"guided_json", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"guided_regex", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"guided_choice", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"guided_grammar", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"guided_decoding_backend", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"guided_whitespace_pattern", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"structured_outputs", C | Ch, "vLLM", kRefused, "", kNoStructured},
+    {"grammar", C | Ch, "llama.cpp", kRefused, "", kNoStructured},
+    {"json_schema", C | Ch, "llama.cpp", kRefused, "", kNoStructured},
+    // --- caching, identity, bookkeeping -----------------------------------------------------
+    {"cache_salt", C | Ch, "vLLM", kRefused, "", kNoPrefixCache},
+    {"prompt_cache_key", C | Ch, "OpenAI", kRefused, "", kNoPrefixCache},
+    {"cache_prompt", C | Ch, "llama.cpp", kRefused, "false", kNoPrefixCache},
+    {"user", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"safety_identifier", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"request_id", C | Ch, "vLLM", kRefused, "",
+     "send the id in the X-Request-Id header (the response id is cmpl-<X-Request-Id>)"},
+    {"store", Ch, "OpenAI", kRefused, "false", "this server stores no completions"},
+    {"metadata", Ch, "OpenAI", kRefused, "{}", "this server stores no completions to tag"},
+    {"service_tier", Ch, "OpenAI", kRefused, R"("auto"|"default")",
+     "this server has one service tier"},
+    {"kv_transfer_params", C | Ch, "vLLM", kRefused, "",
+     "disaggregated prefill (KV transfer) is not implemented"},
+    {"vllm_xargs", C | Ch, "vLLM", kRefused, "", "there are no custom extensions to pass them to"},
+    // --- llama.cpp sampler spellings --------------------------------------------------------
+    {"n_probs", C | Ch, "llama.cpp", kRefused, "0", "use 'logprobs' (and 'top_logprobs' in chat)"},
+    {"repeat_penalty", C | Ch, "llama.cpp", kRefused, "1",
+     "use 'repetition_penalty' (applied over the whole prompt and output, vLLM's rule, not "
+     "llama.cpp's last repeat_last_n tokens)"},
+    {"typical_p", C | Ch, "llama.cpp", kRefused, "1", "locally typical sampling is not implemented"},
+    {"mirostat", C | Ch, "llama.cpp", kRefused, "0", "Mirostat sampling is not implemented"},
+};
+
+/// Classic dynamic-programming edit distance (insert, delete, substitute cost 1), for the
+/// "did you mean" hint; fields are short, so O(|a| |b|) is nothing.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+/// "/v1/completions and /v1/chat/completions" for a field's endpoint bits.
+std::string endpoint_paths(uint8_t endpoints) {
+  std::vector<std::string_view> paths;
+  if (endpoints & C) paths.push_back("/v1/completions");
+  if (endpoints & Ch) paths.push_back("/v1/chat/completions");
+  if (endpoints & T) paths.push_back("/tokenize");
+  if (endpoints & D) paths.push_back("/detokenize");
+  std::string out;
+  for (size_t i = 0; i < paths.size(); ++i)
+    out += fmt::format("{}{}", i == 0 ? "" : i + 1 == paths.size() ? " and " : ", ", paths[i]);
+  return out;
+}
+
+ApiError unknown_field(const std::string& name, Endpoint endpoint) {
+  std::string hint;
+  if (const RequestField* f = find_request_field(name)) {
+    hint = fmt::format(" ({} is a field of {} only)", name, endpoint_paths(f->endpoints));
+  } else {
+    // The closest field of this endpoint within a third of the name's length.
+    size_t best = std::max<size_t>(2, name.size() / 3) + 1;
+    std::string_view closest;
+    for (const RequestField& f : kFields) {
+      if (!(f.endpoints & endpoint)) continue;
+      const size_t d = edit_distance(name, f.name);
+      if (d < best) best = d, closest = f.name;
+    }
+    if (!closest.empty()) hint = fmt::format(" (did you mean '{}'?)", closest);
+  }
+  return bad_request(fmt::format("Unrecognized request argument supplied: {}{}", name, hint),
+                     name);
+}
+
+std::string describe(const json& v) {
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+/// Whether `v` equals one of the '|'-separated JSON texts of `neutral` (numbers compare by
+/// value: 1 == 1.0).
+bool is_neutral(const json& v, std::string_view neutral) {
+  while (!neutral.empty()) {
+    const size_t bar = neutral.find('|');
+    const std::string_view one = neutral.substr(0, bar);
+    if (json::parse(one) == v) return true;
+    neutral = bar == std::string_view::npos ? std::string_view() : neutral.substr(bar + 1);
+  }
+  return false;
+}
+
+ApiError refused(const RequestField& f, const json& v) {
+  if (f.neutral.empty())
+    return bad_request(fmt::format("'{}' is not supported: {}", f.name, f.why),
+                       std::string(f.name));
+  std::string accepted(f.neutral);
+  std::replace(accepted.begin(), accepted.end(), '|', '/');
+  return bad_request(fmt::format("'{}' = {} is not supported: {} (only {} is accepted, which "
+                                 "asks for nothing)",
+                                 f.name, describe(v), f.why, accepted),
+                     std::string(f.name));
+}
+
+std::optional<ApiError> check_response_format(const json& v) {
+  if (!v.is_object())
+    return bad_request(fmt::format("'response_format' must be an object such as "
+                                   "{{\"type\": \"text\"}}, got {}", describe(v)),
+                       "response_format");
+  const auto type = v.find("type");
+  if (type == v.end() || !type->is_string())
+    return bad_request("'response_format.type' is required: \"text\" (\"json_object\" and "
+                       "\"json_schema\" are not implemented yet)",
+                       "response_format");
+  const std::string t = type->get<std::string>();
+  if (t == "text") {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (it.key() != "type")
+        return bad_request(fmt::format("Unrecognized request argument supplied: "
+                                       "response_format.{}", it.key()),
+                           "response_format");
+    return std::nullopt;
+  }
+  if (t == "json_object" || t == "json_schema")
+    return bad_request(fmt::format("'response_format' type \"{}\" is not supported: {}", t,
+                                   kNoStructured),
+                       "response_format");
+  return bad_request(fmt::format("'response_format.type' must be \"text\", \"json_object\" or "
+                                 "\"json_schema\", got {}", describe(*type)),
+                     "response_format");
+}
+
+/// tool_choice (chat): "none" is honoured; "auto", "required" and a named function need tool
+/// calling. OpenAI's default is "auto" when tools are given (vLLM's too), "none" otherwise.
+std::optional<ApiError> check_tool_choice(const json& body) {
+  const auto tools = body.find("tools");
+  // A 'tools' that is not a list is the parser's type error, named after 'tools'.
+  if (tools != body.end() && !tools->is_null() && !tools->is_array()) return std::nullopt;
+  const bool has_tools = tools != body.end() && tools->is_array() && !tools->empty();
+  const auto choice = body.find("tool_choice");
+  if (choice == body.end() || choice->is_null()) {
+    if (!has_tools) return std::nullopt;
+    return bad_request(fmt::format("'tools' without 'tool_choice' means tool_choice \"auto\" "
+                                   "(OpenAI's default): {}", kNoToolCalls),
+                       "tool_choice");
+  }
+  if (choice->is_string()) {
+    const std::string c = choice->get<std::string>();
+    if (c == "none") return std::nullopt;
+    if (c == "auto" || c == "required")
+      return bad_request(fmt::format("'tool_choice' \"{}\" is not supported: {}", c,
+                                     kNoToolCalls),
+                         "tool_choice");
+    return bad_request(fmt::format("'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                   "{{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, "
+                                   "got {}", describe(*choice)),
+                       "tool_choice");
+  }
+  if (choice->is_object())
+    return bad_request(fmt::format("a named 'tool_choice' is not supported: {}", kNoToolCalls),
+                       "tool_choice");
+  return bad_request(fmt::format("'tool_choice' must be a string or an object, got {}",
+                                 describe(*choice)),
+                     "tool_choice");
+}
+
+}  // namespace
+
+std::span<const RequestField> request_fields() { return kFields; }
+
+const RequestField* find_request_field(std::string_view name) {
+  for (const RequestField& f : kFields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::optional<ApiError> check_request_fields(const json& body, Endpoint endpoint,
+                                             bool ignore_unknown,
+                                             std::vector<std::string>* ignored) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const RequestField* f = find_request_field(it.key());
+    if (!f || !(f->endpoints & endpoint)) {
+      if (!ignore_unknown) return unknown_field(it.key(), endpoint);
+      if (ignored) ignored->push_back(it.key());
+      continue;
+    }
+    const json& v = it.value();
+    if (v.is_null()) continue;  // null always means "the default"
+    if (f->fate == FieldFate::kRefused && !is_neutral(v, f->neutral)) return refused(*f, v);
+  }
+  if (endpoint == kEndpointCompletions || endpoint == kEndpointChat) {
+    if (const auto rf = body.find("response_format"); rf != body.end() && !rf->is_null())
+      if (auto err = check_response_format(*rf)) return err;
+  }
+  if (endpoint == kEndpointChat)
+    if (auto err = check_tool_choice(body)) return err;
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_stream_options_keys(const json& so) {
+  for (auto it = so.begin(); it != so.end(); ++it)
+    if (it.key() != "include_usage" && it.key() != "continuous_usage_stats")
+      return bad_request(fmt::format("Unrecognized request argument supplied: stream_options.{} "
+                                     "(stream_options takes include_usage and "
+                                     "continuous_usage_stats)",
+                                     it.key()),
+                         "stream_options");
+  return std::nullopt;
+}
+
+}  // namespace llmserve
