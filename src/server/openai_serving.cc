@@ -141,7 +141,15 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
   params->max_tokens = options.max_tokens.value_or(context_room(prompt_ids.size()));
   const int32_t vocab = e.tokenizer().vocab_size();
   Status st = params->validate(vocab);
-  if (!st.ok()) return api_error_from_status(st);
+  if (!st.ok()) {
+    ApiError err = api_error_from_status(st);
+    if (err.param == "max_tokens" && options.max_tokens_param != "max_tokens") {
+      err.param = options.max_tokens_param;  // the field the client actually sent
+      if (err.message.rfind("max_tokens", 0) == 0)
+        err.message.replace(0, std::string_view("max_tokens").size(), options.max_tokens_param);
+    }
+    return err;
+  }
   if (options.top_k_sent && params->top_k > vocab)
     return bad_request(fmt::format("'top_k' = {} is larger than the vocabulary ({} tokens); "
                                    "use -1 to disable top-k",
@@ -185,7 +193,7 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                    "request asks for {} tokens ({} in the prompt, {} for "
                                    "max_tokens)",
                                    max_len, n + params->max_tokens, n, params->max_tokens),
-                       options.max_tokens ? "max_tokens" : prompt_param);
+                       options.max_tokens ? options.max_tokens_param.c_str() : prompt_param);
   const int64_t block_size = e.config().cache.block_size;
   const int64_t pool_blocks = e.config().cache.num_kv_blocks;
   if (block_size > 0 && pool_blocks > 0) {
@@ -196,7 +204,7 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                      "{} for max_tokens)",
                                      n + params->max_tokens, need, block_size, pool_blocks, n,
                                      params->max_tokens),
-                         options.max_tokens ? "max_tokens" : prompt_param);
+                         options.max_tokens ? options.max_tokens_param.c_str() : prompt_param);
   }
   return std::nullopt;
 }

@@ -293,7 +293,10 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   if (chat) {
     std::optional<int32_t> max_completion_tokens;
     if (auto err = read_int32(body, "max_completion_tokens", &max_completion_tokens)) return err;
-    if (max_completion_tokens) out->max_tokens = max_completion_tokens;
+    if (max_completion_tokens) {
+      out->max_tokens = max_completion_tokens;
+      out->max_tokens_param = "max_completion_tokens";
+    }
   }
   // llama.cpp's n_predict: max_tokens by another name (-1 = no limit but the context).
   std::optional<int32_t> n_predict;
@@ -311,6 +314,7 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
                                      *out->max_tokens),
                          "n_predict");
     out->max_tokens = as_max;
+    out->max_tokens_param = "n_predict";
   }
 
   if (auto err = read_bool(body, "stream", &out->stream)) return err;

@@ -43,6 +43,9 @@ struct GenerationOptions {
   SamplingParams params;
   /// "max_tokens" (chat: "max_completion_tokens" wins over it). Absent: endpoint default.
   std::optional<int32_t> max_tokens;
+  /// The field that set max_tokens ("max_tokens", "max_completion_tokens" or "n_predict"),
+  /// named by length errors.
+  std::string max_tokens_param = "max_tokens";
   /// "n": independent samples (choices) of the same prompt, 1..kMaxN.
   int32_t n = 1;
   bool stream = false;

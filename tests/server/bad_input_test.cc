@@ -167,7 +167,7 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("max_tokens": 2147483648)"), 400, "max_tokens", {"2147483648"}},
       {kCmpl, cmpl(R"("max_tokens": 1e12)"), 400, "max_tokens", {}},
       {kCmpl, cmpl(R"("max_tokens": 18446744073709551616)"), 400, "*", {}},
-      {kChat, chat(R"("max_completion_tokens": 0)"), 400, "max_tokens", {"0"}},
+      {kChat, chat(R"("max_completion_tokens": 0)"), 400, "max_completion_tokens", {"max_completion_tokens", "0"}},
       // n.
       {kCmpl, cmpl(R"("n": 0)"), 400, "n", {"0"}},
       {kCmpl, cmpl(R"("n": -1)"), 400, "n", {"-1"}},
