@@ -302,3 +302,46 @@ TEST(SamplingParams, ValidatePenaltiesMinPAndMinTokens) {
 
 }  // namespace
 }  // namespace llmserve
+
+namespace llmserve {
+namespace {
+
+TEST(LogitRestrictions, AllowedTokenIdsMaskThenLogitBiasAdds) {
+  SamplingParams p;
+  EXPECT_FALSE(has_logit_restrictions(p));
+  p.allowed_token_ids = {1, 3};
+  p.logit_bias = {{3, -2.5f}, {0, 100.0f}};  // 0 is masked: -inf + 100 stays -inf
+  EXPECT_TRUE(has_logit_restrictions(p));
+  std::vector<float> logits = {5, 1, 7, 2};
+  std::vector<uint8_t> scratch;
+  apply_logit_restrictions(logits.data(), 4, p, scratch);
+  EXPECT_EQ(logits[0], -INFINITY);
+  EXPECT_EQ(logits[1], 1.0f);
+  EXPECT_EQ(logits[2], -INFINITY);
+  EXPECT_EQ(logits[3], -0.5f);
+  // Logprobs of the restricted row: only the allowed tokens have mass; rank counts ties.
+  std::vector<std::pair<float, int32_t>> s;
+  const TokenLogprobs lp = compute_logprobs(logits.data(), 4, 3, 2, s);
+  EXPECT_NEAR(std::exp(lp.logprob) + std::exp(lp.top[0].second), 1.0, 1e-6);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.rank, 2);
+}
+
+TEST(LogitRestrictions, ValidateChecksIdsRangesAndCount) {
+  auto msg = [](SamplingParams p) { return p.validate(10).message(); };
+  SamplingParams p;
+  p.logit_bias = {{10, 1.0f}};
+  EXPECT_NE(msg(p).find("logit_bias: token id 10"), std::string::npos);
+  p.logit_bias = {{1, 100.5f}};
+  EXPECT_NE(msg(p).find("[-100, 100]"), std::string::npos);
+  p.logit_bias = {{1, -100.0f}, {2, 100.0f}};
+  EXPECT_TRUE(p.validate(10).ok());
+  p.logit_bias.assign(301, {1, 0.0f});
+  EXPECT_NE(msg(p).find("at most 300"), std::string::npos);
+  p.logit_bias.clear();
+  p.allowed_token_ids = {9, -1};
+  EXPECT_NE(msg(p).find("allowed_token_ids"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace llmserve
