@@ -104,7 +104,8 @@ Status EngineCore::init(const EngineConfig& config) {
   pool_ = std::make_unique<ThreadPool>(config_.num_threads);
 
   const int32_t bs = config_.cache.block_size;
-  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(mc.weight_dtype);
+  const ModelLoadOptions load{config_.dtype};
+  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(model_dtype(mc, load));
   config_.cache.kv_cache_dtype = kv_dtype;
   const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs, kv_dtype);
   int64_t num_blocks = config_.cache.num_kv_blocks;
@@ -132,16 +133,17 @@ Status EngineCore::init(const EngineConfig& config) {
                  "longer requests will be rejected", num_blocks, num_blocks * bs, max_model_len_);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, max_model_len_, *kv_);
 
-  LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_));
+  LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_, load));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(config_.attention_backend));
   LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
                                                      config_.cache.num_kv_blocks, bs, kv_dtype,
                                                      pool_.get()));
-  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}), vocab {}, "
-               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} thread{}, "
-               "attention {}, kernels {}",
+  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}, weights {}), "
+               "vocab {}, max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} "
+               "thread{}, attention {}, kernels {}",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
-               mc.n_kv_heads, mc.attention_type(), mc.vocab_size, max_model_len_, num_blocks,
+               mc.n_kv_heads, mc.attention_type(), dtype_name(model_dtype(mc, load)),
+               mc.vocab_size, max_model_len_, num_blocks,
                bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
                config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa());
   return Status::Ok();
