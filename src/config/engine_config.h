@@ -77,6 +77,10 @@ struct EngineConfig {
   /// --dtype: element type float weights are converted to at load; nullopt = "auto" (each
   /// tensor's file dtype). See ModelLoadOptions::dtype.
   std::optional<DType> dtype;
+  /// --generation-config (vLLM's meaning): "auto" = the checkpoint's generation_config.json
+  /// sampling defaults; "vllm" = none (the eos ids still stop generation, as in vLLM); any
+  /// other value = a directory whose generation_config.json replaces the checkpoint's.
+  std::string generation_config = "auto";
   CacheConfig cache;
   SchedulerConfig scheduler;
 

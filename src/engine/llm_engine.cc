@@ -47,10 +47,12 @@ class EngineCore final : public LLMEngine {
   const std::string& served_model_name() const override { return config_.served_model_name; }
   SamplingParams default_sampling_params() const override {
     SamplingParams p;
-    const GenerationConfig& g = model_file_->generation_config();
+    const GenerationConfig& g = generation_;
     if (g.temperature) p.temperature = *g.temperature;
     if (g.top_p) p.top_p = *g.top_p;
     if (g.top_k && *g.top_k > 0) p.top_k = *g.top_k;
+    if (g.min_p) p.min_p = *g.min_p;
+    if (g.repetition_penalty) p.repetition_penalty = *g.repetition_penalty;
     return p;
   }
 
@@ -64,6 +66,7 @@ class EngineCore final : public LLMEngine {
   EngineConfig config_;
   int32_t max_model_len_ = 0;
   std::unique_ptr<ModelFile> model_file_;
+  GenerationConfig generation_;  // after --generation-config
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<std::string> chat_template_;
   std::unique_ptr<ThreadPool> pool_;
@@ -86,6 +89,8 @@ Status EngineCore::init(const EngineConfig& config) {
   const ModelConfig& mc = model_file_->config();
   LLMS_ASSIGN_OR_RETURN(tokenizer_, load_model_tokenizer(config_, *model_file_));
   LLMS_ASSIGN_OR_RETURN(chat_template_, find_model_chat_template(config_, *model_file_));
+  LLMS_ASSIGN_OR_RETURN(generation_,
+                        resolve_generation_config(config_.generation_config, *model_file_));
   if (config_.served_model_name.empty()) config_.served_model_name = mc.name;
 
   max_model_len_ = config_.scheduler.max_model_len > 0 ? config_.scheduler.max_model_len
@@ -146,6 +151,8 @@ Status EngineCore::init(const EngineConfig& config) {
                mc.vocab_size, max_model_len_, num_blocks,
                bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
                config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa());
+  spdlog::info("{}", describe_generation_config(config_.generation_config, *model_file_,
+                                                generation_));
   return Status::Ok();
 }
 
@@ -181,7 +188,7 @@ Status EngineCore::add_request(int64_t request_id, EngineRequest request) {
   // e.g. Llama 3's <|eot_id|>) stop generation like the tokenizer's EOS (vLLM does the same).
   if (!request.params.ignore_eos) {
     std::vector<int32_t>& stops = request.params.stop_token_ids;
-    for (int32_t id : model_file_->generation_config().eos_token_ids)
+    for (int32_t id : generation_.eos_token_ids)
       if (id != tokenizer_->eos_id() && std::find(stops.begin(), stops.end(), id) == stops.end())
         stops.push_back(id);
   }
