@@ -100,10 +100,11 @@ class InspectCommand {
 
  private:
   CLI::App* cmd_;
-  CLI::Option* max_model_len_opt_ = nullptr;
-  std::string model_path_;           // MODEL or --model
+  std::string model_path_;           // MODEL
+  std::string model_flag_;           // --model
   std::string kv_cache_memory_;      // parse_bytes syntax; "" = kDefaultKvCacheMemoryBytes
   int64_t max_model_len_ = 0;        // 0 = the model's max_position_embeddings
+  std::string dtype_ = "auto";       // --dtype: what --kv-cache-dtype auto follows
   std::string kv_cache_dtype_ = "auto";
   int32_t block_size_ = CacheConfig{}.block_size;
   bool json_ = false;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "tokenizer/tokenizer.h"
 
 #include "weights/mapped_file.h"
@@ -25,7 +26,8 @@ TokenizeCommand::TokenizeCommand(CLI::App& app) {
   cmd_->add_option("--text-file", text_path_, "The text to encode (the whole file, one text)");
   cmd_->add_option("--vocab-size", vocab_size_,
                    "Number of tokens of a llama2.c tokenizer.bin (the file does not store it; "
-                   "default: counted from its records)");
+                   "default: counted from its records)")
+      ->transform(human_int(1));
   cmd_->add_flag("--add-special", add_special_,
                  "Add the special tokens the tokenizer's configuration asks for (BOS/EOS)");
   cmd_->add_flag("--parse-special", parse_special_,

@@ -148,7 +148,7 @@ TEST_F(CliBadModel, BadFlagValues) {
   auto r = run_llmserve("generate " + bin_model_args() + " --prompt hi --kv-cache-memory 12XB");
   expect_one_line_error(r, "--kv-cache-memory");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 0");
-  expect_one_line_error(r, "max_tokens");
+  expect_one_line_error(r, "--max-tokens: must be >= 1, got 0");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 600");
   expect_one_line_error(r, "512");
   r = run_llmserve("logits " + bin_model_args() + " --token-ids 1,2,x --out /tmp/x.npy");
