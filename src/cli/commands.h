@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,7 +112,8 @@ class InspectCommand {
 };
 
 /// llmserve render-chat: renders a conversation with a Jinja chat template (transformers'
-/// apply_chat_template semantics) and prints exactly the text; template errors -> exit 1.
+/// apply_chat_template semantics; the template chosen as serve chooses it) and prints exactly
+/// the text; template errors -> exit 1.
 class RenderChatCommand {
  public:
   explicit RenderChatCommand(CLI::App& app);
@@ -119,8 +121,15 @@ class RenderChatCommand {
   int run();
 
  private:
+  /// --model: its chat template (as the engine finds it) and, unless given, bos/eos tokens.
+  Status read_model(std::optional<std::string>* model_template);
+
   CLI::App* cmd_;
-  std::string template_path_;
+  CLI::Option* bos_opt_ = nullptr;
+  CLI::Option* eos_opt_ = nullptr;
+  std::string template_source_;  // --chat-template: a file or the template text
+  std::string model_path_;
+  std::string tokenizer_path_;
   std::string messages_path_;
   std::string tools_path_;
   std::string kwargs_json_;
