@@ -3,6 +3,7 @@
 // same workload to an OpenAI-compatible server and measures client-side.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -101,6 +102,8 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
                      "Requests in flight at once (0 = unbounded)")
       ->transform(human_int(0))
       ->capture_default_str();
+  serve_->add_option("--api-key", api_key_,
+                     "Send 'Authorization: Bearer <key>' (default: $OPENAI_API_KEY)");
   serve_->add_option("--timeout", timeout_s_, "Per-request timeout in seconds")
       ->capture_default_str();
 }
@@ -205,10 +208,15 @@ int BenchCommand::run_serve() {
   opts.temperature = workload_.temperature;
   opts.max_concurrency = max_concurrency_;
   opts.timeout_s = timeout_s_;
+  opts.api_key = api_key_;
+  if (opts.api_key.empty())
+    if (const char* env = std::getenv("OPENAI_API_KEY")) opts.api_key = env;
   opts.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
   auto run = bench::run_over_http(*reqs, opts);
   bar.finish();
   if (!run.ok()) return fail(run.status());
+  if (!run->server_engine)
+    std::fprintf(stderr, "note: engine rows n/a: %s\n", run->server_metrics_note.c_str());
   report_failures(*run);
   print_results(*run, workload_.json);
   return all_failed(*run) ? 1 : 0;

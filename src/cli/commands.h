@@ -200,6 +200,7 @@ class BenchCommand {
   int vocab_size_ = 512;
   int max_concurrency_ = 0;
   double timeout_s_ = 600;
+  std::string api_key_;        // --api-key, else $OPENAI_API_KEY
 };
 
 }  // namespace llmserve::cli

@@ -214,5 +214,11 @@ TEST(Flags, ParseErrorsAreOneLineWithAHint) {
                "'llmserve generate --help')");
 }
 
+TEST(Flags, BenchServeDeadUrlIsConnectionRefused) {
+  expect_error("bench serve --url http://127.0.0.1:1 --num-prompts 1",
+               "cannot connect to http://127.0.0.1:1: connection refused (is the server "
+               "running?)");
+}
+
 }  // namespace
 }  // namespace llmserve
