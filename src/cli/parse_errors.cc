@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/edit_distance.h"
+
 namespace llmserve::cli {
 namespace {
 
@@ -127,21 +129,6 @@ std::vector<std::string> expand_short_aliases(int argc, char** argv) {
     out.push_back(std::move(arg));
   }
   return out;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error) {

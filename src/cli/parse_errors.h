@@ -20,9 +20,6 @@ void apply_argparse_conventions(CLI::App& app);
 /// Everything after a bare `--` is left alone.
 std::vector<std::string> expand_short_aliases(int argc, char** argv);
 
-/// Levenshtein distance (insertions, deletions, substitutions), for "did you mean".
-size_t edit_distance(const std::string& a, const std::string& b);
-
 /// The one line (no "error: " prefix, no newline) for a parse error of `app`'s command line:
 ///  - an unknown flag of the subcommand that ran: "unknown flag --foo for 'llmserve serve';
 ///    did you mean --port? (see 'llmserve serve --help')" (the hint only when a flag is close);

@@ -5,6 +5,7 @@
 #include "cli/engine_flags.h"
 #include "cli/human_int.h"
 #include "cli/parse_errors.h"
+#include "common/edit_distance.h"
 
 namespace llmserve::cli {
 namespace {
