@@ -1,8 +1,18 @@
 #include "bench/http_client.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <httplib.h>
@@ -36,21 +46,81 @@ Expected<Endpoint> parse_completions_url(const std::string& url) {
   return e;
 }
 
-Expected<std::string> fetch_model_name(const Endpoint& endpoint, double timeout_s) {
+namespace {
+
+/// Timeouts of `seconds` and the bearer key, for every client of a run.
+void configure(httplib::Client& cli, const ServeOptions& o, double seconds) {
+  cli.set_connection_timeout(static_cast<time_t>(std::max(1.0, seconds)));
+  cli.set_read_timeout(static_cast<time_t>(std::max(1.0, seconds)));
+  if (!o.api_key.empty()) cli.set_bearer_token_auth(o.api_key.c_str());
+}
+
+/// Why a TCP connection to `base` (scheme://host[:port]) fails, from one attempt: "connection
+/// refused", "no route to host", ... (cpp-httplib reports only that it could not connect).
+std::string connect_failure(const std::string& base) {
+  const bool https = base.compare(0, 5, "https") == 0;
+  std::string host = base.substr(base.find("://") + 3), port = https ? "443" : "80";
+  if (!host.empty() && host[0] == '[') {  // [v6 address]:port
+    const size_t close = host.find(']');
+    if (close != std::string::npos && close + 2 < host.size()) port = host.substr(close + 2);
+    host = host.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    port = host.substr(colon + 1);
+    host.resize(colon);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return fmt::format("cannot resolve host '{}': {}", host, ::gai_strerror(rc));
+  std::string why = "cannot connect";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    timeval tv{5, 0};  // bounds connect() on Linux
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    const int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    const int err = errno;
+    ::close(fd);
+    if (rc == 0) {
+      why = "it accepted a connection only on a second try";
+      break;
+    }
+    why = std::strerror(err);
+  }
+  ::freeaddrinfo(found);
+  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  return why;
+}
+
+/// The one-line error for a request ("GET /v1/models") that got no HTTP reply.
+Status no_reply(const Endpoint& ep, const std::string& request, httplib::Error err) {
+  if (err == httplib::Error::Connection)
+    return Status(StatusCode::kUnavailable,
+                  fmt::format("cannot connect to {}: {} (is the server running?)", ep.base,
+                              connect_failure(ep.base)));
+  return Status(StatusCode::kUnavailable,
+                fmt::format("{} on {}: {}", request, ep.base, httplib::to_string(err)));
+}
+
+}  // namespace
+
+Expected<std::string> probe_server(const Endpoint& endpoint, const ServeOptions& options) {
   httplib::Client cli(endpoint.base);
-  cli.set_connection_timeout(static_cast<time_t>(std::max(1.0, timeout_s)));
-  cli.set_read_timeout(static_cast<time_t>(std::max(1.0, timeout_s)));
+  configure(cli, options, std::min(options.timeout_s, 30.0));
   const std::string path = endpoint.path.substr(0, endpoint.path.rfind('/')) + "/models";
   httplib::Result r = cli.Get(path);
-  if (!r)
-    return Status(StatusCode::kInternal, fmt::format("GET {}{}: {}", endpoint.base, path,
-                                                     httplib::to_string(r.error())));
+  if (!r) return no_reply(endpoint, "GET " + path, r.error());
+  if (r->status == 401)
+    return InvalidArgument("GET {}{}: 401 Unauthorized: give the server's API key with "
+                           "--api-key or OPENAI_API_KEY", endpoint.base, path);
+  if (!options.model.empty()) return options.model;
   json j = json::parse(r->body, nullptr, false);
   if (r->status != 200 || j.is_discarded() || !j.contains("data") || !j["data"].is_array() ||
       j["data"].empty() || !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
     return Status(StatusCode::kInternal,
-                  fmt::format("GET {}{}: status {}, no model id in the reply", endpoint.base,
-                              path, r->status));
+                  fmt::format("GET {}{}: status {}, no model id in the reply (name the model "
+                              "with --served-model-name)", endpoint.base, path, r->status));
   return j["data"][0]["id"].get<std::string>();
 }
 
@@ -127,8 +197,7 @@ bool handle_event(const std::string& data, RequestRecord& rec, bool& done) {
 void send_one(const Endpoint& ep, const BenchRequest& b, const ServeOptions& o,
               const std::string& model, RequestRecord& rec) {
   httplib::Client cli(ep.base);
-  cli.set_connection_timeout(static_cast<time_t>(std::max(1.0, o.timeout_s)));
-  cli.set_read_timeout(static_cast<time_t>(std::max(1.0, o.timeout_s)));
+  configure(cli, o, o.timeout_s);
   httplib::Request req;
   req.method = "POST";
   req.path = ep.path;
@@ -148,7 +217,7 @@ void send_one(const Endpoint& ep, const BenchRequest& b, const ServeOptions& o,
   rec.arrival_time = now_seconds();
   const bool sent = cli.send(req, res, err);
   rec.finished_time = now_seconds();
-  if (!sent) rec.error = "HTTP error: " + httplib::to_string(err);
+  if (!sent) rec.error = no_reply(ep, "POST " + ep.path, err).message();
   else if (res.status != 200) rec.error = fmt::format("HTTP {}: {}", res.status, raw);
   else if (stream_ok && rec.token_times.empty()) rec.error = "stream carried no text";
   else if (stream_ok && !done) rec.error = "stream ended without [DONE]";
@@ -156,15 +225,77 @@ void send_one(const Endpoint& ep, const BenchRequest& b, const ServeOptions& o,
   if (rec.success && rec.output_tokens == 0) rec.output_tokens = b.output_len;
 }
 
+/// Scrapes GET /metrics into `scrapes` (seconds from `t0`): once at construction, every
+/// `interval` seconds on a thread while running, and once more in finish().
+class MetricsPoller {
+ public:
+  MetricsPoller(const Endpoint& ep, const ServeOptions& o, std::string model, double t0)
+      : cli_(ep.base), base_(ep.base), model_(std::move(model)), t0_(t0),
+        interval_(o.metrics_interval_s) {
+    configure(cli_, o, std::min(o.timeout_s, 10.0));
+    if (interval_ <= 0) {
+      note_ = "not scraped (metrics interval <= 0)";
+      return;
+    }
+    if (!scrape()) return;
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::duration<double>(interval_), [&] { return stop_; })) {
+        lock.unlock();
+        scrape();
+        lock.lock();
+      }
+    });
+  }
+
+  /// Stops the thread, takes the last scrape and summarises (nullopt: /metrics unreadable).
+  std::optional<ServerEngineMetrics> finish(std::string* note) {
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+    }
+    if (scrapes_.empty()) {
+      *note = note_;
+      return std::nullopt;
+    }
+    scrape();
+    return summarize_scrapes(scrapes_);
+  }
+
+ private:
+  /// One scrape; a failure is remembered in note_ (only the first scrape's matters).
+  bool scrape() {
+    httplib::Result r = cli_.Get("/metrics");
+    if (!r || r->status != 200) {
+      note_ = fmt::format("GET {}/metrics: {}", base_,
+                          r ? fmt::format("status {}", r->status) : httplib::to_string(r.error()));
+      return false;
+    }
+    scrapes_.push_back({now_seconds() - t0_, read_prometheus_samples(r->body, model_)});
+    return true;
+  }
+
+  httplib::Client cli_;
+  std::string base_, model_;
+  double t0_, interval_;
+  std::vector<MetricsScrape> scrapes_;
+  std::string note_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
                                   const ServeOptions& options) {
   LLMS_ASSIGN_OR_RETURN(Endpoint ep, parse_completions_url(options.url));
-  std::string model = options.model;
-  if (model.empty()) {
-    LLMS_ASSIGN_OR_RETURN(model, fetch_model_name(ep, options.timeout_s));
-  }
+  LLMS_ASSIGN_OR_RETURN(const std::string model, probe_server(ep, options));
   RunResult result;
   result.in_process = false;
   result.requests.resize(requests.size());
@@ -173,6 +304,7 @@ Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
   std::mutex progress_mu;
   int64_t done = 0;
   std::vector<std::thread> threads;
+  MetricsPoller metrics(ep, options, model, now_seconds());  // the "before" scrape first
   result.start_time = now_seconds();
   for (size_t i = 0; i < requests.size(); ++i) {
     const double wait = result.start_time + requests[i].arrival_offset_s - now_seconds();
@@ -192,6 +324,7 @@ Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
   }
   for (std::thread& t : threads) t.join();
   result.end_time = now_seconds();
+  result.server_engine = metrics.finish(&result.server_metrics_note);
   return result;
 }
 

@@ -22,6 +22,12 @@ struct ServeOptions {
   int32_t max_concurrency = 0;
   /// Per-request read timeout, seconds.
   double timeout_s = 600;
+  /// Sent as "Authorization: Bearer <key>" on every request when not empty (--api-key, else
+  /// $OPENAI_API_KEY, as vLLM's bench does).
+  std::string api_key;
+  /// Seconds between scrapes of GET /metrics during the run (plus one before and one after);
+  /// <= 0 = no scraping (the engine rows stay n/a).
+  double metrics_interval_s = 0.25;
   ProgressFn progress;  // may be empty
 };
 
@@ -32,14 +38,19 @@ struct Endpoint {
 };
 Expected<Endpoint> parse_completions_url(const std::string& url);
 
-/// GET {base}/v1/models: the first model id. Errors: Internal naming the URL and the problem.
-Expected<std::string> fetch_model_name(const Endpoint& endpoint, double timeout_s);
+/// GET {base}/v1/models, before anything else is sent: the model to benchmark (options.model,
+/// else the first id listed). Errors, one line naming the URL: Unavailable "connection refused"
+/// (or the socket's other reason) when nothing listens; InvalidArgument for 401 (naming
+/// --api-key / OPENAI_API_KEY); Internal for other failures when the name was needed.
+Expected<std::string> probe_server(const Endpoint& endpoint, const ServeOptions& options);
 
 /// Sends every request at its arrival offset (prompt as token ids when known, else as text;
 /// max_tokens = output_len, ignore_eos, stream with include_usage). TTFT = first chunk with
 /// text; token_times = the times of chunks with text; output tokens from the usage chunk (else
 /// the requested output_len, as vLLM does). Failed requests (HTTP error, no text, broken stream)
-/// are recorded with success = false and their error. Engine-side fields stay empty.
+/// are recorded with success = false and their error. The engine rows come from GET /metrics
+/// scraped before, during and after the run (RunResult::server_engine; see server_metrics.h).
+/// Errors: probe_server's (nothing is sent to a server that is not there).
 Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
                                   const ServeOptions& options);
 

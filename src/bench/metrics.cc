@@ -134,7 +134,16 @@ BenchMetrics compute_metrics(const RunResult& run) {
   m.tpot_ms = summarize(s.tpot);
   m.itl_ms = summarize(s.itl);
   m.e2e_ms = summarize(s.e2e);
-  if (run.in_process) add_engine_metrics(run, m);
+  if (run.in_process) {
+    add_engine_metrics(run, m);
+  } else if (run.server_engine) {
+    const ServerEngineMetrics& s = *run.server_engine;
+    m.num_preemptions = s.num_preemptions;
+    m.num_steps = s.num_steps;
+    m.peak_running = s.peak_running;
+    m.kv_utilization_mean = s.kv_utilization_mean;
+    m.kv_utilization_peak = s.kv_utilization_peak;
+  }
   return m;
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/server_metrics.h"
 #include "engine/request_output.h"
 
 namespace llmserve::bench {
@@ -40,6 +41,10 @@ struct RunResult {
   std::vector<int64_t> finish_step;
   double start_time = 0, end_time = 0;  // seconds: benchmark start and last completion
   bool in_process = true;               // engine-side fields are meaningful
+  /// bench serve: the engine rows from the server's /metrics (absent when it could not be
+  /// read; `server_metrics_note` says why).
+  std::optional<ServerEngineMetrics> server_engine;
+  std::string server_metrics_note;
   int32_t max_num_seqs = 0;             // engine limit (for the timeline's seat strip)
   int32_t max_num_batched_tokens = 0;   // engine limit (token-budget strip)
   int32_t block_size = 0;               // KV block size (tokens)
@@ -72,7 +77,7 @@ struct BenchMetrics {
   double output_throughput = 0;       // generated tokens / s
   double total_token_throughput = 0;  // (prompt + generated tokens) / s
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms;
-  // Engine-side (absent for bench serve).
+  // Engine-side (bench serve: from the server's /metrics where it exports them).
   std::optional<int64_t> num_preemptions;
   std::optional<double> kv_utilization_mean;  // mean over steps with allocated blocks, 0..1
   std::optional<double> kv_utilization_peak;  // 0..1

@@ -3,6 +3,7 @@
 // same workload to an OpenAI-compatible server and measures client-side.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "bench/timeline_svg.h"
 #include "bench/workload.h"
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "engine/llm_engine.h"
 #include "models/model_file.h"
 
@@ -75,9 +77,7 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
     : command_line_(std::move(command_line)) {
   cmd_ = app.add_subcommand(
       "bench", "Benchmark the engine in-process (MODEL) or a server (bench serve --url URL)");
-  add_engine_flags(*cmd_, config_, flags_);
-  // MODEL is needed only without the serve subcommand; run() checks it.
-  cmd_->get_option("model")->required(false);
+  add_engine_flags(*cmd_, config_, flags_);  // MODEL is needed only without `serve`
   add_workload_flags(*cmd_);
   cmd_->add_option("--timeline", timeline_path_,
                    "Write the schedule (requests x engine steps) as an SVG file");
@@ -88,6 +88,7 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
   add_workload_flags(*serve_);
   serve_->add_option("--url", url_, "Server base URL, e.g. http://127.0.0.1:8000")->required();
   serve_->add_option("--seed", config_.seed, "Seed of the dataset and arrivals")
+      ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
       ->capture_default_str();
   serve_->add_option("--served-model-name", served_model_,
                      "Model name to send (default: the first of GET /v1/models)");
@@ -95,10 +96,14 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
                      "Model file whose vocabulary size bounds random prompt ids (default: "
                      "--vocab-size)");
   serve_->add_option("--vocab-size", vocab_size_, "Vocabulary size for random prompts")
+      ->transform(human_int(1))
       ->capture_default_str();
   serve_->add_option("--max-concurrency", max_concurrency_,
                      "Requests in flight at once (0 = unbounded)")
+      ->transform(human_int(0))
       ->capture_default_str();
+  serve_->add_option("--api-key", api_key_,
+                     "Send 'Authorization: Bearer <key>' (default: $OPENAI_API_KEY)");
   serve_->add_option("--timeout", timeout_s_, "Per-request timeout in seconds")
       ->capture_default_str();
 }
@@ -109,10 +114,13 @@ void BenchCommand::add_workload_flags(CLI::App& app) {
       app.add_option("--num-prompts", f.num_prompts,
                      "Number of requests (a --dataset file: default all its entries; more "
                      "cycles through them)")
+          ->transform(human_int(1))
           ->capture_default_str());
   app.add_option("--input-len", f.input_len, "Prompt tokens, BOS included (random dataset)")
+      ->transform(human_int(1))
       ->capture_default_str();
   app.add_option("--output-len", f.output_len, "Tokens to generate (random dataset)")
+      ->transform(human_int(1))
       ->capture_default_str();
   app.add_option("--range-ratio", f.range_ratio,
                  "Lengths uniform in [L*(1-R), L*(1+R)], 0 <= R < 1")
@@ -143,7 +151,7 @@ int BenchCommand::run() {
 }
 
 int BenchCommand::run_in_process() {
-  if (config_.model_path.empty())
+  if (config_.model_path.empty() && flags_.model_flag.empty())
     return fail(InvalidArgument("bench: MODEL is required (or use `bench serve --url URL`)"));
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
   if (!timeline_path_.empty()) {  // fail before a long run, not after it
@@ -200,10 +208,15 @@ int BenchCommand::run_serve() {
   opts.temperature = workload_.temperature;
   opts.max_concurrency = max_concurrency_;
   opts.timeout_s = timeout_s_;
+  opts.api_key = api_key_;
+  if (opts.api_key.empty())
+    if (const char* env = std::getenv("OPENAI_API_KEY")) opts.api_key = env;
   opts.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
   auto run = bench::run_over_http(*reqs, opts);
   bar.finish();
   if (!run.ok()) return fail(run.status());
+  if (!run->server_engine)
+    std::fprintf(stderr, "note: engine rows n/a: %s\n", run->server_metrics_note.c_str());
   report_failures(*run);
   print_results(*run, workload_.json);
   return all_failed(*run) ? 1 : 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,17 +102,19 @@ class InspectCommand {
 
  private:
   CLI::App* cmd_;
-  CLI::Option* max_model_len_opt_ = nullptr;
-  std::string model_path_;           // MODEL or --model
+  std::string model_path_;           // MODEL
+  std::string model_flag_;           // --model
   std::string kv_cache_memory_;      // parse_bytes syntax; "" = kDefaultKvCacheMemoryBytes
   int64_t max_model_len_ = 0;        // 0 = the model's max_position_embeddings
+  std::string dtype_ = "auto";       // --dtype: what --kv-cache-dtype auto follows
   std::string kv_cache_dtype_ = "auto";
   int32_t block_size_ = CacheConfig{}.block_size;
   bool json_ = false;
 };
 
 /// llmserve render-chat: renders a conversation with a Jinja chat template (transformers'
-/// apply_chat_template semantics) and prints exactly the text; template errors -> exit 1.
+/// apply_chat_template semantics; the template chosen as serve chooses it) and prints exactly
+/// the text; template errors -> exit 1.
 class RenderChatCommand {
  public:
   explicit RenderChatCommand(CLI::App& app);
@@ -119,8 +122,15 @@ class RenderChatCommand {
   int run();
 
  private:
+  /// --model: its chat template (as the engine finds it) and, unless given, bos/eos tokens.
+  Status read_model(std::optional<std::string>* model_template);
+
   CLI::App* cmd_;
-  std::string template_path_;
+  CLI::Option* bos_opt_ = nullptr;
+  CLI::Option* eos_opt_ = nullptr;
+  std::string template_source_;  // --chat-template: a file or the template text
+  std::string model_path_;
+  std::string tokenizer_path_;
   std::string messages_path_;
   std::string tools_path_;
   std::string kwargs_json_;
@@ -191,6 +201,7 @@ class BenchCommand {
   int vocab_size_ = 512;
   int max_concurrency_ = 0;
   double timeout_s_ = 600;
+  std::string api_key_;        // --api-key, else $OPENAI_API_KEY
 };
 
 }  // namespace llmserve::cli

@@ -2,29 +2,82 @@
 
 #include <cctype>
 #include <cmath>
+#include <map>
 
+#include "cli/human_int.h"
 #include "common/logging.h"
 
 namespace llmserve::cli {
 
+namespace {
+
+/// Every --dtype spelling and what it means (nullopt = auto).
+const std::map<std::string, std::optional<DType>>& dtype_names() {
+  static const std::map<std::string, std::optional<DType>> kNames = {
+      {"auto", std::nullopt},   {"float32", DType::kF32},   {"float", DType::kF32},
+      {"f32", DType::kF32},     {"bfloat16", DType::kBF16}, {"bf16", DType::kBF16},
+      {"float16", DType::kF16}, {"half", DType::kF16},      {"f16", DType::kF16}};
+  return kNames;
+}
+
+/// Why `text` is no dtype ("'fp8' is not one of ..."), or "" when it is one.
+std::string dtype_error(const std::string& text, bool allow_auto) {
+  if (dtype_names().count(text) && (allow_auto || text != "auto")) return "";
+  return fmt::format("'{}' is not one of {}float32 (float, f32), bfloat16 (bf16), float16 "
+                     "(half, f16)", text, allow_auto ? "auto, " : "");
+}
+
+}  // namespace
+
+void add_model_options(CLI::App& app, std::string& positional, std::string& flag,
+                       const std::string& description) {
+  app.add_option("model", positional, description + " (or --model)");
+  app.add_option("--model", flag, description + " (or the positional MODEL)");
+}
+
+Expected<std::string> resolve_model_path(const std::string& positional, const std::string& flag,
+                                         bool required) {
+  if (!positional.empty() && !flag.empty() && positional != flag)
+    return InvalidArgument("MODEL '{}' and --model '{}' differ; give the model once", positional,
+                           flag);
+  if (positional.empty() && flag.empty() && required)
+    return InvalidArgument("no model given (MODEL or --model)");
+  return positional.empty() ? flag : positional;
+}
+
 void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
-  app.add_option("model", c.model_path, "Model: GGUF file, llama2.c .bin checkpoint or Hugging Face directory (config.json + *.safetensors)")
-      ->required();
+  add_model_options(app, c.model_path, v.model_flag,
+                    "Model: GGUF file, llama2.c .bin checkpoint or Hugging Face directory "
+                    "(config.json + *.safetensors)");
   app.add_option("--tokenizer", c.tokenizer_path,
                  "Tokenizer: a GGUF file, a Hugging Face directory or tokenizer.json, or a llama2.c "
                  "tokenizer.bin (required for .bin checkpoints; GGUF models and HF directories "
                  "with tokenizer.json bring their own)");
   app.add_option("--served-model-name", c.served_model_name,
                  "Model name in the API (default: the model file's stem)");
+  app.add_option("--dtype", v.dtype,
+                 "Weight dtype: auto (each tensor's file dtype, read in place), float32 / float / "
+                 "f32, bfloat16 / bf16, float16 / half / f16 (F32/F16/BF16 weight matrices "
+                 "converted at load; norms stay float32)")
+      ->check(dtype_validator())
+      ->capture_default_str();
+  app.add_option("--generation-config", c.generation_config,
+                 "Sampling defaults: auto (the checkpoint's generation_config.json), vllm (none; "
+                 "its eos ids still stop generation) or a directory holding a "
+                 "generation_config.json")
+      ->capture_default_str();
   app.add_option("--max-num-seqs", c.scheduler.max_num_seqs,
                  "Maximum sequences scheduled in one step")
+      ->transform(human_int(1))
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", c.scheduler.max_num_batched_tokens,
                  "Token budget of one step (prefill chunks + decodes)")
+      ->transform(human_int(1))
       ->capture_default_str();
   app.add_option("--max-model-len", c.scheduler.max_model_len,
                  "Maximum tokens (prompt + output) of one sequence (default: the model's "
-                 "context length)");
+                 "context length)")
+      ->transform(human_int(1));
   app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill",
                c.scheduler.enable_chunked_prefill,
                "Split prompts longer than the step's leftover token budget (default: on)");
@@ -51,9 +104,11 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
                  "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB)");
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
-                 "Number of KV blocks (overrides --kv-cache-memory)");
+                 "Number of KV blocks (overrides --kv-cache-memory)")
+      ->transform(human_int(0));
   app.add_option("--threads", c.num_threads, "Compute threads (default: physical cores)");
   app.add_option("--seed", c.seed, "Default seed for requests that give none")
+      ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
       ->capture_default_str();
   app.add_option("--attention-backend", c.attention_backend,
                  "Attention implementation: flash (tiled, online softmax, batch-invariant), "
@@ -62,12 +117,35 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
       ->check(CLI::IsMember({"flash", "flash-split", "naive", "reference"}))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", v.kv_cache_dtype,
-                 "KV cache element type: auto (the model's weight dtype), f32, bf16 or f16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}))
+                 "KV cache element type: auto (the model's dtype after --dtype), float32 / f32, "
+                 "bfloat16 / bf16, float16 / half / f16")
+      ->check(dtype_validator())
       ->capture_default_str();
+  // -tp / -pp: vLLM's short forms, rewritten to these by expand_short_aliases (main.cc).
+  app.add_option("--tensor-parallel-size", v.tensor_parallel_size,
+                 "(-tp) Accepted for vLLM compatibility: only 1 (one CPU process)")
+      ->capture_default_str();
+  app.add_option("--pipeline-parallel-size", v.pipeline_parallel_size,
+                 "(-pp) Accepted for vLLM compatibility: only 1 (one CPU process)")
+      ->capture_default_str();
+  v.gpu_memory_utilization =
+      app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization_value,
+                     "Refused (a CPU engine): size the KV cache with --kv-cache-memory");
   app.add_option("--log-level", v.log_level, "Log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
+}
+
+Expected<std::optional<DType>> parse_dtype(const std::string& flag, const std::string& text,
+                                           bool allow_auto) {
+  if (std::string err = dtype_error(text, allow_auto); !err.empty())
+    return InvalidArgument("{}: {}", flag, err);
+  return dtype_names().at(text);
+}
+
+CLI::Validator dtype_validator(bool allow_auto) {
+  return CLI::Validator(
+      [allow_auto](std::string& value) { return dtype_error(value, allow_auto); }, "");
 }
 
 Expected<int64_t> parse_bytes(const std::string& text) {
@@ -97,7 +175,22 @@ Expected<int64_t> parse_bytes(const std::string& text) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
-Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v) {
+Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v, bool model_required) {
+  // Refusals first: flags a vLLM user may bring that mean nothing here.
+  if (v.tensor_parallel_size != 1)
+    return InvalidArgument("--tensor-parallel-size {} is not supported: llmserve runs the model "
+                           "in one CPU process (no tensor parallelism); use 1",
+                           v.tensor_parallel_size);
+  if (v.pipeline_parallel_size != 1)
+    return InvalidArgument("--pipeline-parallel-size {} is not supported: llmserve runs the "
+                           "model in one CPU process (no pipeline parallelism); use 1",
+                           v.pipeline_parallel_size);
+  if (v.gpu_memory_utilization != nullptr && v.gpu_memory_utilization->count() > 0)
+    return InvalidArgument("--gpu-memory-utilization is not supported: llmserve is a CPU "
+                           "engine; size the KV cache in bytes with --kv-cache-memory (e.g. "
+                           "--kv-cache-memory 4GiB)");
+  LLMS_ASSIGN_OR_RETURN(c.model_path, resolve_model_path(c.model_path, v.model_flag,
+                                                         model_required));
   init_logging(v.log_level);
   c.scheduler.batching = v.batching == "static"    ? BatchingMode::kStatic
                          : v.batching == "dynamic" ? BatchingMode::kDynamic
@@ -106,11 +199,8 @@ Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v) {
       v.prefill_policy == "mixed" ? PrefillPolicy::kMixed : PrefillPolicy::kPrefillFirst;
   c.scheduler.policy =
       v.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
-  const std::string& kd = v.kv_cache_dtype;
-  if (kd == "f32" || kd == "float32") c.cache.kv_cache_dtype = DType::kF32;
-  else if (kd == "bf16" || kd == "bfloat16") c.cache.kv_cache_dtype = DType::kBF16;
-  else if (kd == "f16" || kd == "float16") c.cache.kv_cache_dtype = DType::kF16;
-  else c.cache.kv_cache_dtype.reset();
+  LLMS_ASSIGN_OR_RETURN(c.dtype, parse_dtype("--dtype", v.dtype));
+  LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_dtype, parse_dtype("--kv-cache-dtype", v.kv_cache_dtype));
   if (!v.kv_cache_memory.empty()) {
     LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_memory_bytes, parse_bytes(v.kv_cache_memory));
   }

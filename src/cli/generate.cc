@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "common/timing.h"
 #include "engine/llm_engine.h"
 #include "tokenizer/tokenizer.h"
@@ -21,6 +22,7 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   add_engine_flags(*cmd_, config_, flags_);
   cmd_->add_option("--prompt", prompt_, "Prompt text (BOS is prepended)")->required();
   cmd_->add_option("--max-tokens", max_tokens_, "Maximum tokens to generate")
+      ->transform(human_int(1))
       ->capture_default_str();
   cmd_->add_option("--temperature", temperature_, "0 = greedy")->capture_default_str();
   cmd_->add_option("--top-p", top_p_, "Nucleus sampling mass in (0, 1]")->capture_default_str();

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "models/model.h"
 #include "common/check.h"
 #include "models/model_file.h"
@@ -119,17 +120,25 @@ InspectCommand::InspectCommand(CLI::App& app) {
   cmd_ = app.add_subcommand(
       "inspect", "Describe a model (shape, attention type, parameters) and what its KV cache "
                  "holds in a memory budget");
-  cmd_->add_option("model,--model", model_path_,
-                   "Model: GGUF file, llama2.c .bin, or Hugging Face directory "
-                   "(config.json + safetensors)");
+  add_model_options(*cmd_, model_path_, model_flag_,
+                    "Model: GGUF file, llama2.c .bin, or Hugging Face directory "
+                    "(config.json + safetensors)");
   cmd_->add_option("--kv-cache-memory", kv_cache_memory_,
                    "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB, "
                    "as serve)");
-  max_model_len_opt_ = cmd_->add_option("--max-model-len", max_model_len_,
+  cmd_->add_option("--max-model-len", max_model_len_,
                    "Sequence length for 'sequences that fit' (default: the model's context "
-                   "length)");
+                   "length)")
+      ->transform(human_int(1));
+  cmd_->add_option("--dtype", dtype_,
+                   "Weight dtype serve would run with (as serve's --dtype): decides what "
+                   "--kv-cache-dtype auto means")
+      ->check(dtype_validator())
+      ->capture_default_str();
   cmd_->add_option("--kv-cache-dtype", kv_cache_dtype_,
-                   "KV cache element type: auto (the model's weight dtype), f32, bf16 or f16")
+                   "KV cache element type: auto (the model's dtype after --dtype), float32 / "
+                   "f32, bfloat16 / bf16, float16 / half / f16")
+      ->check(dtype_validator())
       ->capture_default_str();
   cmd_->add_option("--block-size", block_size_, "Tokens per KV cache block")
       ->capture_default_str();
@@ -138,7 +147,8 @@ InspectCommand::InspectCommand(CLI::App& app) {
 
 int InspectCommand::run() {
   // Flags first (no file is opened for a bad command line).
-  if (model_path_.empty()) return fail(InvalidArgument("no model given (MODEL or --model)"));
+  auto model_path = resolve_model_path(model_path_, model_flag_, /*required=*/true);
+  if (!model_path.ok()) return fail(model_path.status());
   CacheConfig cache;
   cache.block_size = block_size_;
   if (!kv_cache_memory_.empty()) {
@@ -147,17 +157,12 @@ int InspectCommand::run() {
     cache.kv_cache_memory_bytes = *bytes;
   }
   if (Status st = cache.validate(); !st.ok()) return fail(st);
-  if (max_model_len_ < 0 || (max_model_len_ == 0 && max_model_len_opt_->count() > 0))
-    return fail(InvalidArgument("--max-model-len must be >= 1, got {}", max_model_len_));
-  std::optional<DType> kv_dtype_flag;
-  const std::string& kd = kv_cache_dtype_;
-  if (kd == "f32" || kd == "float32") kv_dtype_flag = DType::kF32;
-  else if (kd == "bf16" || kd == "bfloat16") kv_dtype_flag = DType::kBF16;
-  else if (kd == "f16" || kd == "float16") kv_dtype_flag = DType::kF16;
-  else if (kd != "auto")
-    return fail(InvalidArgument("--kv-cache-dtype: '{}' is not one of auto, f32, bf16, f16", kd));
+  auto dtype_flag = parse_dtype("--dtype", dtype_);
+  if (!dtype_flag.ok()) return fail(dtype_flag.status());
+  auto kv_dtype_flag = parse_dtype("--kv-cache-dtype", kv_cache_dtype_);
+  if (!kv_dtype_flag.ok()) return fail(kv_dtype_flag.status());
 
-  auto file = ModelFile::open(model_path_);
+  auto file = ModelFile::open(*model_path);
   if (!file.ok()) return fail(file.status());
   const ModelFile& mf = **file;
   if (auto model = create_model(mf); !model.ok()) return fail(model.status());
@@ -169,8 +174,10 @@ int InspectCommand::run() {
     weight_bytes += static_cast<int64_t>(t->nbytes);
   }
 
-  // As LLMEngine::init: auto = the weights' dtype; budget = flag or the 2 GiB default.
-  const DType kv_dtype = kv_dtype_flag.value_or(c.weight_dtype);
+  // As LLMEngine::init: auto = the model's dtype after --dtype; budget = flag or the 2 GiB
+  // default.
+  const DType weights_dtype = model_dtype(c, ModelLoadOptions{*dtype_flag});
+  const DType kv_dtype = kv_dtype_flag->value_or(weights_dtype);
   const int64_t budget = cache.kv_cache_memory_bytes > 0 ? cache.kv_cache_memory_bytes
                                                          : kDefaultKvCacheMemoryBytes;
   const int64_t max_len = max_model_len_ > 0 ? max_model_len_ : c.max_position_embeddings;
@@ -203,6 +210,7 @@ int InspectCommand::run() {
     j["vocab_size"] = c.vocab_size;
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["weight_dtype"] = std::string(dtype_name(c.weight_dtype));
+    j["dtype"] = std::string(dtype_name(weights_dtype));
     j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["attention_bias"] = c.attention_bias;
     j["qk_norm"] = c.qk_norm;
@@ -255,7 +263,10 @@ int InspectCommand::run() {
       {"ffn dim", std::to_string(c.ffn_dim)},
       {"vocab", std::to_string(c.vocab_size)},
       {"max_position_embeddings", std::to_string(c.max_position_embeddings)},
-      {"weight dtype", std::string(dtype_name(c.weight_dtype))},
+      {"weight dtype", std::string(dtype_name(c.weight_dtype)) +
+                           (weights_dtype != c.weight_dtype
+                                ? fmt::format(" ({} with --dtype)", dtype_name(weights_dtype))
+                                : "")},
   };
   std::string rope = fmt::format("theta {}, {}, dim {}", c.rope_theta, rope_style_name(c.rope_style),
                                  c.rope_dim());

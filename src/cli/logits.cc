@@ -52,6 +52,7 @@ int LogitsCommand::run() {
   if (!file.ok()) return fail(file.status());
   PromptLogitsOptions opt;
   opt.attention_backend = config_.attention_backend;
+  opt.dtype = config_.dtype;
   opt.kv_cache_dtype = config_.cache.kv_cache_dtype;
   opt.chunk_size = config_.scheduler.max_num_batched_tokens;
   opt.block_size = config_.cache.block_size;

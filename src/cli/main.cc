@@ -1,14 +1,17 @@
 // llmserve: command-line entry point. Each subcommand is a thin main in its own file.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/parse_errors.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"llmserve: an LLM inference server (OpenAI-compatible API, paged KV cache, "
                "continuous batching)"};
+  llmserve::cli::apply_argparse_conventions(app);  // before any option is added
   app.require_subcommand(1);
   app.set_version_flag("--version", "llmserve 0.1.0");
   llmserve::cli::ServeCommand serve(app);
@@ -21,13 +24,16 @@ int main(int argc, char** argv) {
   std::string command_line = "llmserve";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   llmserve::cli::BenchCommand bench(app, command_line);
+  std::vector<std::string> args = llmserve::cli::expand_short_aliases(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
-    // --help / --version exit 0; every parse error (bad or missing flag value) is one
-    // "error: ..." line and exit 1, like every other command-line error.
+    // --help / --version exit 0; every parse error (unknown flag, bad or missing value) is
+    // one "error: ..." line naming the flag and exit 1, like every other command-line error.
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    std::fprintf(stderr, "error: %s\n", llmserve::cli::describe_parse_error(app, e).c_str());
     return 1;
   }
   if (serve.parsed()) return serve.run();

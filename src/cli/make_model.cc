@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "common/dtype.h"
 #include "weights/gguf_writer.h"
 
@@ -649,9 +650,14 @@ MakeModelCommand::MakeModelCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("make-model",
                             "Write a random-weight Llama-architecture GGUF for benchmarks");
   cmd_->add_option("--preset", preset_, "Model shape: " + preset_names())->required();
-  cmd_->add_option("--dtype", dtype_, "Weight dtype: f32, f16 or bf16 (norms stay f32)")
+  cmd_->add_option("--dtype", dtype_,
+                   "Weight dtype of the file: float32 / f32, float16 / half / f16 or bfloat16 / "
+                   "bf16 (norms stay f32)")
+      ->check(dtype_validator(/*allow_auto=*/false))
       ->capture_default_str();
-  cmd_->add_option("--seed", seed_, "Weight seed (same seed, same file)")->capture_default_str();
+  cmd_->add_option("--seed", seed_, "Weight seed (same seed, same file)")
+      ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
+      ->capture_default_str();
   cmd_->add_option("--out", out_path_, "Output GGUF file")->required();
   cmd_->add_option("--hf-dir", hf_dir_,
                    "Also write the same weights as a Hugging Face directory "
@@ -661,11 +667,9 @@ MakeModelCommand::MakeModelCommand(CLI::App& app) {
 int MakeModelCommand::run() {
   const Preset* p = find_preset(preset_);
   if (!p) return fail(InvalidArgument("unknown preset '{}' (known: {})", preset_, preset_names()));
-  DType dtype;
-  if (dtype_ == "f32") dtype = DType::kF32;
-  else if (dtype_ == "f16") dtype = DType::kF16;
-  else if (dtype_ == "bf16") dtype = DType::kBF16;
-  else return fail(InvalidArgument("unknown --dtype '{}' (f32, f16 or bf16)", dtype_));
+  auto dtype_flag = parse_dtype("--dtype", dtype_, /*allow_auto=*/false);
+  if (!dtype_flag.ok()) return fail(dtype_flag.status());
+  const DType dtype = **dtype_flag;
 
   const auto t0 = std::chrono::steady_clock::now();
   const VocabBuilder vocab = build_vocab(p->vocab_size);
@@ -697,7 +701,8 @@ int MakeModelCommand::run() {
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(out_path_, ec);
   std::printf("wrote %s: preset %s, %s, %.1fM parameters, %s, %.2f s%s%s\n", out_path_.c_str(),
-              p->name, dtype_.c_str(), params / 1e6, human_bytes(size).c_str(), secs,
+              p->name, std::string(dtype_name(dtype)).c_str(), params / 1e6,
+              human_bytes(size).c_str(), secs,
               hf_dir_.empty() ? "" : ", HF copy in ", hf_dir_.c_str());
   return 0;
 }

@@ -1,7 +1,10 @@
 // llmserve render-chat: renders a conversation with a Jinja chat template exactly as
 // transformers' apply_chat_template(tokenize=False) would, printing the text to stdout with
-// nothing added (no trailing newline). Template errors (syntax, raise_exception, runtime)
-// print "error: <message>" to stderr and exit 1.
+// nothing added (no trailing newline). The template is chosen as `serve` chooses it:
+// --chat-template (a file, or the template text), else the model's (--model: a GGUF file or
+// an HF directory; its tokenizer also gives bos_token / eos_token), else the built-in one.
+// Template errors (syntax, raise_exception, runtime) print "error: <message>" to stderr and
+// exit 1.
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -12,6 +15,10 @@
 
 #include "chat_template/chat_template.h"
 #include "cli/commands.h"
+#include "engine/model_assets.h"
+#include "models/model_file.h"
+#include "server/builtin_chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 #include "weights/mapped_file.h"
 
@@ -36,25 +43,56 @@ RenderChatCommand::RenderChatCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("render-chat",
                             "Render a conversation with a Jinja chat template (as transformers' "
                             "apply_chat_template) and print the text");
-  cmd_->add_option("--chat-template", template_path_, "Jinja template file")->required();
+  cmd_->add_option("--chat-template", template_source_,
+                   "Jinja chat template: a file, or the template text (as serve --chat-template; "
+                   "default: the --model's)");
+  cmd_->add_option("--model", model_path_,
+                   "Take the chat template (unless --chat-template) and bos_token / eos_token "
+                   "(unless given) from this model, as serve does: a GGUF file or a Hugging Face "
+                   "directory (weights are not loaded)");
+  cmd_->add_option("--tokenizer", tokenizer_path_,
+                   "With --model: the tokenizer (and template) serve --tokenizer would use");
   cmd_->add_option("--messages-file", messages_path_,
                    "JSON list of messages, or an object with a \"messages\" list (and optionally \"tools\")")
       ->required();
   cmd_->add_flag("--add-generation-prompt", add_generation_prompt_, "Append the assistant turn header");
   cmd_->add_flag("--continue-final-message", continue_final_message_,
                  "Cut the text after the final message's content so the model continues it");
-  cmd_->add_option("--bos-token", bos_token_, "bos_token variable (default empty)");
-  cmd_->add_option("--eos-token", eos_token_, "eos_token variable (default empty)");
+  bos_opt_ = cmd_->add_option("--bos-token", bos_token_,
+                              "bos_token variable (default: the --model's BOS piece, else empty)");
+  eos_opt_ = cmd_->add_option("--eos-token", eos_token_,
+                              "eos_token variable (default: the --model's EOS piece, else empty)");
   cmd_->add_option("--tools-file", tools_path_, "JSON list of tool schemas (the `tools` variable)");
   cmd_->add_option("--chat-template-kwargs", kwargs_json_,
                    "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
   cmd_->add_option("--now", now_, "Fixed time for strftime_now, \"YYYY-MM-DD HH:MM:SS\" (default: local time)");
 }
 
+Status RenderChatCommand::read_model(std::optional<std::string>* model_template) {
+  EngineConfig config;  // the two fields the engine's template and tokenizer lookup read
+  config.model_path = model_path_;
+  config.tokenizer_path = tokenizer_path_;
+  // Opening maps the checkpoint and reads its headers and metadata; no weight is read.
+  LLMS_ASSIGN_OR_RETURN(std::unique_ptr<ModelFile> file, ModelFile::open(model_path_));
+  LLMS_ASSIGN_OR_RETURN(*model_template, find_model_chat_template(config, *file));
+  if (bos_opt_->count() > 0 && eos_opt_->count() > 0) return Status::Ok();
+  LLMS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, load_model_tokenizer(config, *file));
+  if (bos_opt_->count() == 0 && tok->bos_id() >= 0) bos_token_ = tok->piece(tok->bos_id());
+  if (eos_opt_->count() == 0 && tok->eos_id() >= 0) eos_token_ = tok->piece(tok->eos_id());
+  return Status::Ok();
+}
+
 int RenderChatCommand::run() {
-  auto source = read_file(template_path_);
-  if (!source.ok()) return fail(source.status());
-  auto tpl = ChatTemplate::parse(*source);
+  if (template_source_.empty() && model_path_.empty())
+    return fail(InvalidArgument("no chat template: give --chat-template FILE|TEXT or --model "
+                                "PATH"));
+  if (!tokenizer_path_.empty() && model_path_.empty())
+    return fail(InvalidArgument("--tokenizer needs --model (it picks the model's tokenizer)"));
+  std::optional<std::string> model_template;
+  if (!model_path_.empty()) {
+    if (Status st = read_model(&model_template); !st.ok()) return fail(st);
+  }
+  auto tpl = resolve_chat_template(template_source_, model_template, nullptr);
   if (!tpl.ok()) return fail(tpl.status());
 
   auto doc = read_json(messages_path_);

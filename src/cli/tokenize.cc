@@ -1,5 +1,6 @@
 // llmserve tokenize: the token ids of one text file under a tokenizer (GGUF vocabulary, Hugging
-// Face directory / tokenizer.json, or llama2.c tokenizer.bin), with the same options the server
+// Face directory / tokenizer.json, or llama2.c tokenizer.bin, whose token count is read from
+// the file's records unless --vocab-size gives it), with the same options the server
 // uses: --add-special (BOS/EOS per the tokenizer's configuration) and --parse-special (special
 // tokens written in the text are those tokens).
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "tokenizer/tokenizer.h"
 
 #include "weights/mapped_file.h"
@@ -23,7 +25,9 @@ TokenizeCommand::TokenizeCommand(CLI::App& app) {
                    "tokenizer.bin (with --vocab-size)");
   cmd_->add_option("--text-file", text_path_, "The text to encode (the whole file, one text)");
   cmd_->add_option("--vocab-size", vocab_size_,
-                   "Number of tokens of a llama2.c tokenizer.bin (not stored in the file)");
+                   "Number of tokens of a llama2.c tokenizer.bin (the file does not store it; "
+                   "default: counted from its records)")
+      ->transform(human_int(1));
   cmd_->add_flag("--add-special", add_special_,
                  "Add the special tokens the tokenizer's configuration asks for (BOS/EOS)");
   cmd_->add_flag("--parse-special", parse_special_,
@@ -42,6 +46,10 @@ int TokenizeCommand::run() {
   TokenizerLoadOptions options;
   options.llama2c_vocab_size = vocab_size_;
   Expected<std::unique_ptr<Tokenizer>> tokenizer = load_tokenizer_from_path(tokenizer_path_, options);
+  if (!tokenizer.ok() && vocab_size_ == 0 &&
+      tokenizer.status().message().find("not a llama2.c tokenizer.bin") != std::string::npos)
+    return fail(InvalidArgument("{}; if it is a tokenizer.bin with trailing bytes, give its token "
+                                "count with --vocab-size", tokenizer.status().message()));
   if (!tokenizer.ok()) return fail(tokenizer.status());
   const std::vector<int32_t> ids =
       (*tokenizer)->encode(text, EncodeOptions{add_special_, parse_special_});

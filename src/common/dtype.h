@@ -10,6 +10,12 @@ namespace llmserve {
 
 enum class DType : uint8_t { kF32, kF16, kBF16 };
 
+/// The float element types `--dtype` converts between at load. A tensor of any other type a
+/// DType may name (quantized GGUF types) is never converted: it stays as stored.
+constexpr bool is_float_dtype(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
+
 constexpr size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
 constexpr std::string_view dtype_name(DType t) {
   return t == DType::kF32 ? "f32" : t == DType::kF16 ? "f16" : "bf16";

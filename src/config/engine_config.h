@@ -18,8 +18,8 @@ struct CacheConfig {
   int32_t block_size = 16;          // tokens per KV block (--block-size)
   int64_t kv_cache_memory_bytes = 0;  // --kv-cache-memory; 0 = default budget
   int32_t num_kv_blocks = 0;        // --num-kv-blocks; overrides the memory budget when > 0
-  /// --kv-cache-dtype: element type of the KV cache; nullopt ("auto") = the model's weight
-  /// dtype (vLLM's "auto").
+  /// --kv-cache-dtype: element type of the KV cache; nullopt ("auto") = the model's dtype
+  /// after --dtype (vLLM's "auto").
   std::optional<DType> kv_cache_dtype;
 
   Status validate() const;
@@ -74,6 +74,13 @@ struct EngineConfig {
   int32_t num_threads = 0;      // --threads; 0 = physical cores
   uint64_t seed = 0;            // engine default seed for requests without one
   std::string attention_backend = "flash";  // --attention-backend: flash | naive
+  /// --dtype: element type float weights are converted to at load; nullopt = "auto" (each
+  /// tensor's file dtype). See ModelLoadOptions::dtype.
+  std::optional<DType> dtype;
+  /// --generation-config (vLLM's meaning): "auto" = the checkpoint's generation_config.json
+  /// sampling defaults; "vllm" = none (the eos ids still stop generation, as in vLLM); any
+  /// other value = a directory whose generation_config.json replaces the checkpoint's.
+  std::string generation_config = "auto";
   CacheConfig cache;
   SchedulerConfig scheduler;
 

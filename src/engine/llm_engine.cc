@@ -47,10 +47,12 @@ class EngineCore final : public LLMEngine {
   const std::string& served_model_name() const override { return config_.served_model_name; }
   SamplingParams default_sampling_params() const override {
     SamplingParams p;
-    const GenerationConfig& g = model_file_->generation_config();
+    const GenerationConfig& g = generation_;
     if (g.temperature) p.temperature = *g.temperature;
     if (g.top_p) p.top_p = *g.top_p;
     if (g.top_k && *g.top_k > 0) p.top_k = *g.top_k;
+    if (g.min_p) p.min_p = *g.min_p;
+    if (g.repetition_penalty) p.repetition_penalty = *g.repetition_penalty;
     return p;
   }
 
@@ -64,6 +66,7 @@ class EngineCore final : public LLMEngine {
   EngineConfig config_;
   int32_t max_model_len_ = 0;
   std::unique_ptr<ModelFile> model_file_;
+  GenerationConfig generation_;  // after --generation-config
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<std::string> chat_template_;
   std::unique_ptr<ThreadPool> pool_;
@@ -88,6 +91,8 @@ Status EngineCore::init(const EngineConfig& config) {
   const ModelConfig& mc = model_file_->config();
   LLMS_ASSIGN_OR_RETURN(tokenizer_, load_model_tokenizer(config_, *model_file_));
   LLMS_ASSIGN_OR_RETURN(chat_template_, find_model_chat_template(config_, *model_file_));
+  LLMS_ASSIGN_OR_RETURN(generation_,
+                        resolve_generation_config(config_.generation_config, *model_file_));
   if (config_.served_model_name.empty()) config_.served_model_name = mc.name;
 
   max_model_len_ = config_.scheduler.max_model_len > 0 ? config_.scheduler.max_model_len
@@ -106,7 +111,8 @@ Status EngineCore::init(const EngineConfig& config) {
   pool_ = std::make_unique<ThreadPool>(config_.num_threads);
 
   const int32_t bs = config_.cache.block_size;
-  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(mc.weight_dtype);
+  const ModelLoadOptions load{config_.dtype};
+  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(model_dtype(mc, load));
   config_.cache.kv_cache_dtype = kv_dtype;
   const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs, kv_dtype);
   int64_t num_blocks = config_.cache.num_kv_blocks;
@@ -134,18 +140,21 @@ Status EngineCore::init(const EngineConfig& config) {
                  "longer requests will be rejected", num_blocks, num_blocks * bs, max_model_len_);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, max_model_len_, *kv_);
 
-  LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_));
+  LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_, load));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(config_.attention_backend));
   LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
                                                      config_.cache.num_kv_blocks, bs, kv_dtype,
                                                      pool_.get()));
-  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}), vocab {}, "
-               "max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} thread{}, "
-               "attention {}, kernels {}",
+  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}, weights {}), "
+               "vocab {}, max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} "
+               "thread{}, attention {}, kernels {}",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
-               mc.n_kv_heads, mc.attention_type(), mc.vocab_size, max_model_len_, num_blocks,
+               mc.n_kv_heads, mc.attention_type(), dtype_name(model_dtype(mc, load)),
+               mc.vocab_size, max_model_len_, num_blocks,
                bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
                config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa());
+  spdlog::info("{}", describe_generation_config(config_.generation_config, *model_file_,
+                                                generation_));
   return Status::Ok();
 }
 
@@ -181,7 +190,7 @@ Status EngineCore::add_request(int64_t request_id, EngineRequest request) {
   // e.g. Llama 3's <|eot_id|>) stop generation like the tokenizer's EOS (vLLM does the same).
   if (!request.params.ignore_eos) {
     std::vector<int32_t>& stops = request.params.stop_token_ids;
-    for (int32_t id : model_file_->generation_config().eos_token_ids)
+    for (int32_t id : generation_.eos_token_ids)
       if (id != tokenizer_->eos_id() && std::find(stops.begin(), stops.end(), id) == stops.end())
         stops.push_back(id);
   }

@@ -58,8 +58,9 @@ class LLMEngine {
   /// Effective max_model_len (tokens) after defaults and overrides.
   virtual int32_t max_model_len() const = 0;
   virtual const std::string& served_model_name() const = 0;
-  /// Sampling parameters a request starts from before its own fields apply: the checkpoint's
-  /// generation_config.json temperature / top_p / top_k (vLLM's --generation-config auto),
+  /// Sampling parameters a request starts from before its own fields apply: the generation
+  /// config's temperature / top_p / top_k / min_p / repetition_penalty (the checkpoint's
+  /// generation_config.json, or --generation-config's; none under --generation-config vllm),
   /// else SamplingParams' defaults.
   virtual SamplingParams default_sampling_params() const { return {}; }
   /// The model's Jinja chat template (GGUF tokenizer.chat_template, HF chat_template.jinja or

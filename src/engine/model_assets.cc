@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/hf_config.h"
 #include "weights/gguf.h"
 #include "weights/mapped_file.h"
 
@@ -97,6 +98,59 @@ Expected<std::optional<std::string>> find_model_chat_template(const EngineConfig
   }
   if (model.format() == ModelFile::Format::kLlama2c) return std::optional<std::string>();
   return find_chat_template(model.path());
+}
+
+Expected<GenerationConfig> resolve_generation_config(const std::string& mode,
+                                                     const ModelFile& model) {
+  GenerationConfig g = model.generation_config();
+  if (mode == "auto") return g;
+  if (mode == "vllm") {
+    GenerationConfig eos_only;
+    eos_only.eos_token_ids = g.eos_token_ids;
+    eos_only.bos_token_id = g.bos_token_id;
+    return eos_only;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(mode, ec))
+    return InvalidArgument("--generation-config {}: not auto, vllm or a directory", mode);
+  if (!fs::is_regular_file(fs::path(mode) / "generation_config.json", ec))
+    return InvalidArgument("--generation-config {}: the directory has no generation_config.json",
+                           mode);
+  LLMS_ASSIGN_OR_RETURN(GenerationConfig dir, read_hf_generation_config(mode));
+  for (int32_t id : dir.eos_token_ids)
+    if (id >= model.config().vocab_size)
+      return InvalidArgument("--generation-config {}: eos_token_id {} is outside the vocabulary "
+                             "(vocab_size {})", mode, id, model.config().vocab_size);
+  if (dir.bos_token_id < 0) dir.bos_token_id = g.bos_token_id;
+  return dir;
+}
+
+std::string describe_generation_config(const std::string& mode, const ModelFile& model,
+                                       const GenerationConfig& g) {
+  std::string source = mode;
+  if (mode == "auto" && model.format() == ModelFile::Format::kHfDir) {
+    const fs::path gen = fs::path(model.path()) / "generation_config.json";
+    std::error_code ec;
+    source += fs::exists(gen, ec) ? ": " + gen.string() : ": no generation_config.json";
+  } else if (mode != "auto" && mode != "vllm") {
+    source = (fs::path(mode) / "generation_config.json").string();
+  }
+  std::vector<std::string> d;
+  if (g.temperature) d.push_back(fmt::format("temperature={}", *g.temperature));
+  if (g.top_p) d.push_back(fmt::format("top_p={}", *g.top_p));
+  if (g.top_k && *g.top_k > 0) d.push_back(fmt::format("top_k={}", *g.top_k));
+  if (g.min_p) d.push_back(fmt::format("min_p={}", *g.min_p));
+  if (g.repetition_penalty)
+    d.push_back(fmt::format("repetition_penalty={}", *g.repetition_penalty));
+  std::string line = fmt::format("generation config ({}): sampling defaults {}", source,
+                                 d.empty() ? "none" : fmt::format("{}", fmt::join(d, ", ")));
+  if (mode == "vllm") line += " (--generation-config vllm)";
+  line += g.eos_token_ids.empty() ? "; no eos ids"
+                                  : fmt::format("; eos ids {}", fmt::join(g.eos_token_ids, ", "));
+  if (g.max_new_tokens)
+    line += fmt::format("; max_new_tokens={} is not applied (requests without max_tokens get "
+                        "the context's room)", *g.max_new_tokens);
+  return line;
 }
 
 }  // namespace llmserve

@@ -1,6 +1,6 @@
 // GEMM for the model's linear layers: y[M, N] = x[M, K] · W[N, K]^T with float32 activations
-// and weights kept in their file dtype (f32, f16 or bf16; converted in registers, never up
-// front). Kernels are chosen at run time from the CPU's features (AVX-512 + AVX512-BF16 when
+// and weights in their stored dtype (f32, f16 or bf16: the file's, or --dtype's when the loader
+// converted them; widened in registers, never up front). Kernels are chosen at run time from the CPU's features (AVX-512 + AVX512-BF16 when
 // present, AVX2 + FMA otherwise). Decode batches are small-M GEMMs (bandwidth-bound: each
 // weight byte is read once per call for all M rows); prefill batches are large-M
 // (compute-bound).
@@ -16,9 +16,10 @@
 
 namespace llmserve {
 
-/// A weight matrix W[N, K] (row-major, out_features x in_features) in its file dtype.
+/// A weight matrix W[N, K] (row-major, out_features x in_features) in its stored dtype.
 /// `data` usually points into a memory-mapped model file; when the matrix was built in memory
-/// (concat_rows, prepare_weight) `storage` owns the bytes and copies share them.
+/// (concat_rows, prepare_weight, a --dtype conversion) `storage` owns the bytes and copies share
+/// them.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::kF32;

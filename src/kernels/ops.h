@@ -14,6 +14,10 @@ namespace llmserve {
 /// Converts n elements of `src` (dtype) to float32.
 void to_f32(const void* src, DType dtype, int64_t n, float* dst);
 
+/// Converts n elements of `src` (`from`) to `to` (both float types: is_float_dtype), rounding
+/// to nearest even when `to` is narrower. `dst` must not overlap `src`.
+void convert_dtype(const void* src, DType from, void* dst, DType to, int64_t n);
+
 /// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i] for one row of n (RMSNorm,
 /// Zhang & Sennrich 2019). out may alias x.
 void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);

@@ -74,7 +74,7 @@ class Deepseek2Model final : public Model {
         qa_width_(c.q_lora_rank > 0 ? c.q_lora_rank : int64_t{c.n_heads} * qk_),
         lat_(c.kv_lora_rank + c.qk_rope_head_dim) {}
 
-  Status load(const ModelFile& file) {
+  Status load(const ModelFile& file, const ModelLoadOptions& options) {
     const std::string& path = file.path();
     if (!cfg_.is_mla() || cfg_.qk_rope_head_dim <= 0 || cfg_.qk_nope_head_dim <= 0 ||
         cfg_.v_head_dim <= 0 || cfg_.n_kv_heads != 1 || cfg_.head_dim != qk_)
@@ -83,7 +83,7 @@ class Deepseek2Model final : public Model {
           "qk_rope_head_dim {}, v_head_dim {}, n_kv_heads {} == 1, head_dim {} == nope + rope)",
           path, cfg_.kv_lora_rank, cfg_.qk_nope_head_dim, cfg_.qk_rope_head_dim,
           cfg_.v_head_dim, cfg_.n_kv_heads, cfg_.head_dim);
-    WeightLoader w(file);
+    WeightLoader w(file, options.dtype);
     const int64_t dim = cfg_.dim, q_dim = H_ * qk_;
     LLMS_ASSIGN_OR_RETURN(embedding_, w.matrix("token_embd.weight", cfg_.vocab_size, dim));
     LLMS_ASSIGN_OR_RETURN(final_norm_, w.vector("output_norm.weight", dim));
@@ -134,6 +134,7 @@ class Deepseek2Model final : public Model {
     w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
     w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
     LLMS_RETURN_IF_ERROR(w.check_all_used());
+    w.log_conversions();
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);
     return Status::Ok();
   }
@@ -229,7 +230,8 @@ class Deepseek2Model final : public Model {
   /// Fills l.w_uk_t / l.w_uv from the split attn_k_b [H, L, nope] + attn_v_b [H, v_head, L]
   /// (llama.cpp's convert_hf_to_gguf splits kv_b_proj so) or from the unsplit attn_kv_b
   /// [H * (nope + v_head), L] (HF kv_b_proj: per head nope rows of W_UK_h, then v_head rows of
-  /// W_UV_h), transposing each W_UK_h into an owned [L, nope] matrix in the file dtype.
+  /// W_UV_h), transposing each W_UK_h into an owned [L, nope] matrix in the loaded dtype
+  /// (the file's, or --dtype's).
   Status load_absorbed(const ModelFile& file, WeightLoader& w, const std::string& p,
                        LayerWeights& l) {
     const std::string kb = p + "attn_k_b.weight", vb = p + "attn_v_b.weight",
@@ -237,31 +239,31 @@ class Deepseek2Model final : public Model {
     l.w_uk_t.resize(H_);
     l.w_uv.resize(H_);
     if (file.find_tensor(kb) != nullptr || file.find_tensor(vb) != nullptr) {
-      LLMS_ASSIGN_OR_RETURN(const TensorView* k, w.tensor(kb, {H_, L_, nope_}));
-      LLMS_ASSIGN_OR_RETURN(const TensorView* v, w.tensor(vb, {H_, vh_, L_}));
-      const size_t ke = dtype_size(k->dtype), ve = dtype_size(v->dtype);
+      LLMS_ASSIGN_OR_RETURN(WeightLoader::Data k, w.data(kb, {H_, L_, nope_}));
+      LLMS_ASSIGN_OR_RETURN(WeightLoader::Data v, w.data(vb, {H_, vh_, L_}));
+      const size_t ke = dtype_size(k.dtype), ve = dtype_size(v.dtype);
       for (int64_t h = 0; h < H_; ++h) {
-        l.w_uk_t[h] = view(static_cast<const uint8_t*>(k->data) + h * L_ * nope_ * ke,
-                           k->dtype, L_, nope_);
-        l.w_uv[h] = view(static_cast<const uint8_t*>(v->data) + h * vh_ * L_ * ve,
-                         v->dtype, vh_, L_);
+        l.w_uk_t[h] = view(static_cast<const uint8_t*>(k.data) + h * L_ * nope_ * ke, k.dtype,
+                           L_, nope_, k.storage);
+        l.w_uv[h] = view(static_cast<const uint8_t*>(v.data) + h * vh_ * L_ * ve, v.dtype, vh_,
+                         L_, v.storage);
       }
       return Status::Ok();
     }
     if (file.find_tensor(kvb) == nullptr)
       return NotFound("{}: tensor {} not found (nor the split {} and {})", file.path(), kvb, kb,
                       vb);
-    LLMS_ASSIGN_OR_RETURN(const TensorView* kv, w.tensor(kvb, {H_ * (nope_ + vh_), L_}));
-    const size_t es = dtype_size(kv->dtype);
-    const auto* base = static_cast<const uint8_t*>(kv->data);
+    LLMS_ASSIGN_OR_RETURN(WeightLoader::Data kv, w.data(kvb, {H_ * (nope_ + vh_), L_}));
+    const size_t es = dtype_size(kv.dtype);
+    const auto* base = static_cast<const uint8_t*>(kv.data);
     for (int64_t h = 0; h < H_; ++h) {
       const uint8_t* head = base + h * (nope_ + vh_) * L_ * es;
       auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[L_ * nope_ * es]);
       for (int64_t n = 0; n < nope_; ++n)  // W_UK_h[n, c] -> W_UK_h^T[c, n]
         for (int64_t c = 0; c < L_; ++c)
           std::memcpy(&buf[(c * nope_ + n) * es], head + (n * L_ + c) * es, es);
-      l.w_uk_t[h] = view(buf.get(), kv->dtype, L_, nope_, buf);
-      l.w_uv[h] = view(head + nope_ * L_ * es, kv->dtype, vh_, L_);
+      l.w_uk_t[h] = view(buf.get(), kv.dtype, L_, nope_, buf);
+      l.w_uv[h] = view(head + nope_ * L_ * es, kv.dtype, vh_, L_, kv.storage);
     }
     return Status::Ok();
   }
@@ -303,9 +305,10 @@ class Deepseek2Model final : public Model {
 
 }  // namespace
 
-Expected<std::unique_ptr<Model>> create_deepseek2_model(const ModelFile& file) {
+Expected<std::unique_ptr<Model>> create_deepseek2_model(const ModelFile& file,
+                                                        const ModelLoadOptions& options) {
   auto model = std::make_unique<Deepseek2Model>(file.config());
-  LLMS_RETURN_IF_ERROR(model->load(file));
+  LLMS_RETURN_IF_ERROR(model->load(file, options));
   return std::unique_ptr<Model>(std::move(model));
 }
 

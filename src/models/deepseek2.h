@@ -19,6 +19,7 @@ namespace llmserve {
 /// kv_b_proj, older GGUFs). `file` must outlive the model (weights are borrowed).
 /// Errors, one line naming the file and the tensor: NotFound (missing tensor), DataLoss
 /// (shape differs from the config), Unimplemented (MoE layers present).
-Expected<std::unique_ptr<Model>> create_deepseek2_model(const ModelFile& file);
+Expected<std::unique_ptr<Model>> create_deepseek2_model(const ModelFile& file,
+                                                        const ModelLoadOptions& options);
 
 }  // namespace llmserve

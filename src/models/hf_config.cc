@@ -363,6 +363,18 @@ Expected<GenerationConfig> read_hf_generation_config(const std::string& dir) {
         return InvalidArgument("{}: \"top_p\" = {} must be in (0, 1]", path, p);
       g.top_p = static_cast<float>(p);
     }
+    if (k.has("min_p")) {
+      LLMS_ASSIGN_OR_RETURN(double p, k.number("min_p"));
+      if (!(p >= 0 && p <= 1))
+        return InvalidArgument("{}: \"min_p\" = {} must be in [0, 1]", path, p);
+      g.min_p = static_cast<float>(p);
+    }
+    if (k.has("max_new_tokens")) {
+      LLMS_ASSIGN_OR_RETURN(int64_t m, k.integer("max_new_tokens"));
+      if (m < 1 || m > INT32_MAX)
+        return InvalidArgument("{}: \"max_new_tokens\" = {} is out of range", path, m);
+      g.max_new_tokens = static_cast<int32_t>(m);
+    }
     if (k.has("repetition_penalty")) {
       LLMS_ASSIGN_OR_RETURN(double r, k.number("repetition_penalty"));
       if (!(r > 0))

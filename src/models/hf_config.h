@@ -28,7 +28,8 @@ namespace llmserve {
 Expected<ModelConfig> read_hf_config(const std::string& dir);
 
 /// Reads `dir`/generation_config.json when present (eos_token_id may be an int or a list;
-/// temperature, top_p, top_k, repetition_penalty), else the token ids of config.json.
+/// temperature, top_p, min_p, top_k, repetition_penalty, max_new_tokens), else the token ids of
+/// config.json.
 /// Errors: InvalidArgument for invalid JSON or wrong types, naming the file and key.
 Expected<GenerationConfig> read_hf_generation_config(const std::string& dir);
 

@@ -83,8 +83,8 @@ class LlamaModel final : public Model {
  public:
   explicit LlamaModel(const ModelConfig& c) : cfg_(c), inv_freq_(c.rope_inv_freq()) {}
 
-  Status load(const ModelFile& file) {
-    WeightLoader w(file);
+  Status load(const ModelFile& file, const ModelLoadOptions& options) {
+    WeightLoader w(file, options.dtype);
     const int64_t dim = cfg_.dim, q_dim = int64_t{cfg_.n_heads} * cfg_.head_dim;
     const int64_t kv_dim = int64_t{cfg_.n_kv_heads} * cfg_.head_dim;
     LLMS_ASSIGN_OR_RETURN(embedding_, w.matrix("token_embd.weight", cfg_.vocab_size, dim));
@@ -140,6 +140,7 @@ class LlamaModel final : public Model {
     w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
     w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
     LLMS_RETURN_IF_ERROR(w.check_all_used());
+    w.log_conversions();
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);
     return Status::Ok();
   }
@@ -225,9 +226,10 @@ class LlamaModel final : public Model {
 
 }  // namespace
 
-Expected<std::unique_ptr<Model>> create_llama_model(const ModelFile& file) {
+Expected<std::unique_ptr<Model>> create_llama_model(const ModelFile& file,
+                                                    const ModelLoadOptions& options) {
   auto model = std::make_unique<LlamaModel>(file.config());
-  LLMS_RETURN_IF_ERROR(model->load(file));
+  LLMS_RETURN_IF_ERROR(model->load(file, options));
   return std::unique_ptr<Model>(std::move(model));
 }
 

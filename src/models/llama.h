@@ -11,6 +11,7 @@
 
 namespace llmserve {
 
-Expected<std::unique_ptr<Model>> create_llama_model(const ModelFile& file);
+Expected<std::unique_ptr<Model>> create_llama_model(const ModelFile& file,
+                                                    const ModelLoadOptions& options);
 
 }  // namespace llmserve

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
@@ -37,8 +38,25 @@ class Model {
                        const AttentionBackend& attention, ThreadPool* pool, float* logits) = 0;
 };
 
+/// How a model's weights are loaded.
+struct ModelLoadOptions {
+  /// --dtype (vLLM's meaning): the element type float weight tensors (F32/F16/BF16, two or more
+  /// dimensions) are converted to at load, into owned memory; nullopt ("auto") keeps every
+  /// tensor in its file dtype, read in place from the mapping. Norm and bias vectors are
+  /// float32 either way; tensors of any other (quantized) type are never converted.
+  std::optional<DType> dtype;
+};
+
+/// The dtype a model computes in once loaded with `options`: options.dtype, else the file's
+/// (ModelConfig::weight_dtype). `--kv-cache-dtype auto` follows it, as vLLM's auto follows
+/// the model dtype after --dtype.
+inline DType model_dtype(const ModelConfig& config, const ModelLoadOptions& options) {
+  return options.dtype.value_or(config.weight_dtype);
+}
+
 /// Builds the model for file.config().architecture (the registry). Checks every tensor's
 /// presence, dtype and shape against the config; errors name the file and the tensor.
-Expected<std::unique_ptr<Model>> create_model(const ModelFile& file);
+Expected<std::unique_ptr<Model>> create_model(const ModelFile& file,
+                                              const ModelLoadOptions& options = {});
 
 }  // namespace llmserve

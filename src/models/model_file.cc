@@ -15,6 +15,23 @@ std::string file_stem(const std::string& path) {
   return std::filesystem::path(path).stem().string();
 }
 
+/// The first (up to 16) bytes of a file in hex and as text, e.g.
+/// `7b 22 61 22 3a 31 7d 0a "{"a":1}."` (non-printable bytes shown as '.').
+std::string first_bytes(const std::string& path) {
+  unsigned char buf[16];
+  size_t n = 0;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    n = std::fread(buf, 1, sizeof(buf), f);
+    std::fclose(f);
+  }
+  std::string hex, text;
+  for (size_t i = 0; i < n; ++i) {
+    hex += fmt::format("{}{:02x}", i ? " " : "", buf[i]);
+    text += buf[i] >= 0x20 && buf[i] < 0x7f ? static_cast<char>(buf[i]) : '.';
+  }
+  return hex + " \"" + text + "\"";
+}
+
 Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   LLMS_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "deepseek2")
@@ -226,6 +243,17 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
     mf->generation_ = generation_from_gguf(*mf->gguf_);
     mf->config_.name = file_stem(path);
   } else {
+    // Not GGUF; a llama2.c checkpoint has only its header to go by. A file whose header is not
+    // one is "not a model file", shown by its first bytes, not a llama2.c header complaint.
+    if (std::filesystem::file_size(path, ec) == 0)
+      return InvalidArgument("{}: not a model file: the file is empty", path);
+    if (auto header = Llama2cCheckpoint::read_header(path); !header.ok()) {
+      std::string why = header.status().message();
+      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+      return InvalidArgument("{}: not a model file: not GGUF (it starts with {}; GGUF files "
+                             "start with \"GGUF\") nor a llama2.c checkpoint ({})", path,
+                             first_bytes(path), why);
+    }
     mf->format_ = Format::kLlama2c;
     LLMS_ASSIGN_OR_RETURN(Llama2cCheckpoint ck, Llama2cCheckpoint::open(path));
     mf->llama2c_ = std::make_unique<Llama2cCheckpoint>(std::move(ck));

@@ -24,8 +24,11 @@ namespace llmserve {
 struct GenerationConfig {
   std::vector<int32_t> eos_token_ids;  // every id that ends generation
   int32_t bos_token_id = -1;
-  std::optional<float> temperature, top_p, repetition_penalty;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
   std::optional<int32_t> top_k;
+  /// HF max_new_tokens: read so the start-up log can say it is not applied (vLLM makes it the
+  /// default max_tokens; llmserve's server defaults to the context's room).
+  std::optional<int32_t> max_new_tokens;
 };
 
 class ModelFile {

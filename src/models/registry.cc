@@ -4,10 +4,12 @@
 
 namespace llmserve {
 
-Expected<std::unique_ptr<Model>> create_model(const ModelFile& file) {
+Expected<std::unique_ptr<Model>> create_model(const ModelFile& file,
+                                              const ModelLoadOptions& options) {
   const std::string& arch = file.config().architecture;
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") return create_llama_model(file);
-  if (arch == "deepseek2") return create_deepseek2_model(file);
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3")
+    return create_llama_model(file, options);
+  if (arch == "deepseek2") return create_deepseek2_model(file, options);
   return Unimplemented("{}: unsupported architecture '{}'", file.path(), arch);
 }
 

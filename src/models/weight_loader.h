@@ -1,13 +1,19 @@
 // WeightLoader: fetches a model's tensors by GGUF name from a ModelFile and checks their
 // shapes against the model config, so that every model loader reports a missing or misshapen
-// tensor the same way (one line naming the file and the tensor). Shared by llama.cc and
-// deepseek2.cc.
+// tensor the same way (one line naming the file and the tensor), and converts float weights to
+// --dtype when asked. Shared by llama.cc and deepseek2.cc, so every architecture and every
+// format (GGUF, HF safetensors, llama2.c) loads through it.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/status.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -18,7 +24,17 @@ namespace llmserve {
 class WeightLoader {
  public:
   /// `file` must outlive the loader and every matrix it returns (they borrow its mapping).
-  explicit WeightLoader(const ModelFile& file) : file_(file) {}
+  /// `dtype` (--dtype; nullopt = auto): the type data() and matrix() convert float tensors to.
+  explicit WeightLoader(const ModelFile& file, std::optional<DType> dtype = std::nullopt)
+      : file_(file), dtype_(dtype) {}
+
+  /// A weight tensor's elements as the model uses them: the file's bytes in place, or an owned
+  /// copy converted to --dtype (`storage` keeps it alive; share it with views into it).
+  struct Data {
+    const void* data = nullptr;
+    DType dtype = DType::kF32;
+    std::shared_ptr<const void> storage;  // null when `data` points into the file's mapping
+  };
 
   /// The tensor `name` with exactly `shape` (outermost first, PyTorch order), any dtype.
   /// Errors: NotFound (absent), DataLoss (shape differs), both naming file and tensor.
@@ -49,10 +65,53 @@ class WeightLoader {
     return Status::Ok();
   }
 
-  /// A 2-D weight [rows, cols] viewed in place (file dtype, not copied).
+  /// The weight tensor `name` with exactly `shape` (two or more dimensions), converted to
+  /// --dtype when that names another float type. Only F32/F16/BF16 tensors are converted
+  /// (is_float_dtype); a tensor of any other type is returned as stored, untouched.
+  Expected<Data> data(const std::string& name, const std::vector<int64_t>& shape) {
+    LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, shape));
+    if (!dtype_ || *dtype_ == t->dtype || !is_float_dtype(t->dtype)) {
+      if (dtype_) ++kept_;
+      return Data{t->data, t->dtype, nullptr};
+    }
+    const int64_t n = t->numel();
+    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[n * dtype_size(*dtype_)]);
+    convert_dtype(t->data, t->dtype, buf.get(), *dtype_, n);
+    Converted& c = converted_[t->dtype];
+    ++c.tensors;
+    c.bytes_before += static_cast<int64_t>(t->nbytes);
+    c.bytes_after += n * static_cast<int64_t>(dtype_size(*dtype_));
+    return Data{buf.get(), *dtype_, buf};
+  }
+
+  /// A 2-D weight [rows, cols]: in place in the file dtype, or converted (see data()).
   Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
-    LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {rows, cols}));
-    return WeightMatrix{t->data, t->dtype, rows, cols};
+    LLMS_ASSIGN_OR_RETURN(Data d, data(name, {rows, cols}));
+    WeightMatrix m;
+    m.data = d.data;
+    m.dtype = d.dtype;
+    m.rows = rows;
+    m.cols = cols;
+    m.storage = std::move(d.storage);
+    return m;
+  }
+
+  /// With --dtype: one info line saying what was converted (per source dtype: tensors and
+  /// bytes) and what was already in that dtype or of another type. Without: nothing.
+  void log_conversions() const {
+    if (!dtype_) return;
+    std::string what;
+    int64_t total = 0;
+    for (const auto& [from, c] : converted_) {
+      what += fmt::format("{}{} {} -> {} ({:.2f} -> {:.2f} MiB)", what.empty() ? "" : ", ",
+                          c.tensors, dtype_name(from), dtype_name(*dtype_),
+                          c.bytes_before / 1048576.0, c.bytes_after / 1048576.0);
+      total += c.tensors;
+    }
+    spdlog::info("--dtype {}: {} weight tensors converted at load{}{}; {} kept as stored "
+                 "(already {} or not a float type); norms and biases stay f32",
+                 dtype_name(*dtype_), total, what.empty() ? "" : ": ", what, kept_,
+                 dtype_name(*dtype_));
   }
 
   /// A 1-D tensor [n] converted to float32 (norm weights).
@@ -72,7 +131,13 @@ class WeightLoader {
                       file_.path(), t.name, fmt::join(t.shape, ", "), fmt::join(want, ", "));
     return Status::Ok();
   }
+  struct Converted {
+    int64_t tensors = 0, bytes_before = 0, bytes_after = 0;
+  };
   const ModelFile& file_;
+  std::optional<DType> dtype_;
+  std::map<DType, Converted> converted_;  // by source dtype
+  int64_t kept_ = 0;                      // weight tensors --dtype left as they were
   std::unordered_set<const TensorView*> used_;
 };
 

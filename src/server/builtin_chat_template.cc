@@ -14,6 +14,12 @@ const char* const kBuiltinChatTemplate =
 
 Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
                                              const LLMEngine& engine, std::string* origin) {
+  return resolve_chat_template(override_source, engine.chat_template(), origin);
+}
+
+Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
+                                             const std::optional<std::string>& model_template,
+                                             std::string* origin) {
   std::string source, from;
   std::error_code ec;
   if (!override_source.empty()) {
@@ -29,8 +35,8 @@ Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
     } else {
       return InvalidArgument("--chat-template {}: no such file", override_source);
     }
-  } else if (engine.chat_template()) {
-    source = *engine.chat_template();
+  } else if (model_template) {
+    source = *model_template;
     from = "the model's chat template";
   } else {
     source = kBuiltinChatTemplate;

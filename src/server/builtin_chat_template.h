@@ -6,6 +6,7 @@
 //   [{system, "Be brief."}, {user, "Hi"}]  ->  "<s>system: Be brief.\nuser: Hi\nassistant:"
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "chat_template/chat_template.h"
@@ -25,5 +26,11 @@ extern const char* const kBuiltinChatTemplate;
 /// that does not parse (the syntax error, with its line).
 Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
                                              const LLMEngine& engine, std::string* origin);
+
+/// The same resolution with the model's template given directly (nullopt = it ships none), for
+/// callers without an engine (render-chat --model).
+Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
+                                             const std::optional<std::string>& model_template,
+                                             std::string* origin);
 
 }  // namespace llmserve

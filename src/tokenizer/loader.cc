@@ -43,10 +43,6 @@ Expected<std::unique_ptr<Tokenizer>> load_tokenizer_from_path(const std::string&
                             fs::is_regular_file(config, ec);
     return load_tokenizer_json(path, has_config ? config.string() : std::string());
   }
-  if (options.llama2c_vocab_size <= 0) {
-    return InvalidArgument("{}: not a GGUF file, tokenizer.json or directory; reading it as a "
-                           "llama2.c tokenizer.bin needs the vocabulary size", path);
-  }
   LLMS_ASSIGN_OR_RETURN(Vocab vocab, load_llama2c_vocab(path, options.llama2c_vocab_size));
   return make_spm_tokenizer(std::move(vocab));
 }

@@ -132,7 +132,7 @@ class IncrementalDetokenizer {
 /// Options for load_tokenizer_from_path.
 struct TokenizerLoadOptions {
   /// Number of tokens of a llama2.c tokenizer.bin (the file does not store it; it comes from the
-  /// model checkpoint). Ignored for other formats. <= 0 with a tokenizer.bin is an error.
+  /// model checkpoint). Ignored for other formats. <= 0: counted from the file's records.
   int32_t llama2c_vocab_size = 0;
 };
 
@@ -141,7 +141,8 @@ struct TokenizerLoadOptions {
 ///  - a Hugging Face model directory holding tokenizer.json (and optionally
 ///    tokenizer_config.json), or a tokenizer.json file (tokenizer_config.json is read from the
 ///    same directory when present),
-///  - anything else is read as a llama2.c tokenizer.bin of options.llama2c_vocab_size tokens.
+///  - anything else is read as a llama2.c tokenizer.bin of options.llama2c_vocab_size tokens
+///    (counted from the file when that is <= 0).
 /// Errors (one line, naming the file and, for bad content, the field): NotFound (missing file
 /// or directory without tokenizer.json), DataLoss (corrupt file, invalid JSON, missing or
 /// mistyped fields), InvalidArgument (bad regex), Unimplemented (unsupported model,

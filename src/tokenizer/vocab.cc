@@ -77,6 +77,27 @@ std::string detect_space_marker(const std::vector<std::string>& pieces) {
   return with_marker > with_space ? std::string(kSpaceMarker) : std::string(" ");
 }
 
+/// The number of {score, len, bytes} records after the header when they end exactly at the end
+/// of the file (how many tokens a tokenizer.bin holds; the file does not say).
+Expected<int32_t> count_llama2c_tokens(const std::string& path, std::string_view data) {
+  Reader reader(data);
+  int32_t max_token_length = 0;
+  if (!reader.read(max_token_length) || max_token_length < 0)
+    return DataLoss("{}: not a llama2.c tokenizer.bin (no max_token_length header)", path);
+  int64_t count = 0;
+  while (reader.remaining() > 0) {
+    float score = 0;
+    int32_t len = 0;
+    std::string piece;
+    if (!reader.read(score) || !reader.read(len) || len < 0 ||
+        !reader.read_bytes(static_cast<size_t>(len), piece) || ++count > (1 << 24))
+      return DataLoss("{}: not a llama2.c tokenizer.bin: token record {} does not fit the file",
+                      path, count);
+  }
+  if (count == 0) return DataLoss("{}: a llama2.c tokenizer.bin without tokens", path);
+  return static_cast<int32_t>(count);
+}
+
 /// Parses the body of a tokenizer.bin into `vocab` (pieces and scores).
 Status parse_llama2c(const std::string& path, std::string_view data, int32_t vocab_size,
                      Vocab& vocab) {
@@ -122,10 +143,10 @@ void build_byte_table(Vocab& vocab) {
 }
 
 Expected<Vocab> load_llama2c_vocab(const std::string& path, int32_t vocab_size) {
-  if (vocab_size <= 0) {
-    return InvalidArgument("{}: vocab_size must be positive, got {}", path, vocab_size);
-  }
   LLMS_ASSIGN_OR_RETURN(const std::string data, read_whole_file(path));
+  if (vocab_size <= 0) {
+    LLMS_ASSIGN_OR_RETURN(vocab_size, count_llama2c_tokens(path, data));
+  }
   Vocab vocab;
   LLMS_RETURN_IF_ERROR(parse_llama2c(path, data, vocab_size, vocab));
   vocab.types.resize(vocab_size);

@@ -50,8 +50,10 @@ void build_byte_table(Vocab& vocab);
 
 /// Reads a llama2.c tokenizer.bin: int32 max_token_length, then per token {float32 score,
 /// int32 len, len bytes}. `vocab_size` comes from the model checkpoint header (the file does
-/// not store it). Token types are inferred: 0 <unk>, 1 <s>, 2 </s> control; "<0xNN>" byte.
-/// Errors: NotFound, DataLoss (truncated, negative length), naming the file.
+/// not store it); <= 0 = as many tokens as the records that fill the file exactly (the
+/// records run to its end). Token types are inferred: 0 <unk>, 1 <s>, 2 </s> control;
+/// "<0xNN>" byte. Errors: NotFound, DataLoss (truncated, negative length, or, counting, records
+/// that do not end at the end of the file), naming the file.
 Expected<Vocab> load_llama2c_vocab(const std::string& path, int32_t vocab_size);
 
 /// Reads tokenizer.ggml.{model,tokens,scores,token_type,bos_token_id,eos_token_id,

@@ -141,17 +141,29 @@ std::vector<TensorView> build_views(const Llama2cHeader& h, const float* weights
   return out;
 }
 
-}  // namespace
-
-Expected<Llama2cCheckpoint> Llama2cCheckpoint::open(const std::string& path) {
-  LLMS_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path));
+/// The checked header of a mapped checkpoint.
+Expected<Llama2cHeader> header_of(const MappedFile& mapped) {
   if (mapped.size() < kHeaderBytes) {
-    return DataLoss("{}: truncated: llama2.c header needs {} bytes, file size is {}", path,
-                    kHeaderBytes, mapped.size());
+    return DataLoss("{}: truncated: llama2.c header needs {} bytes, file size is {}",
+                    mapped.path(), kHeaderBytes, mapped.size());
   }
   int32_t raw[7];
   std::memcpy(raw, mapped.data(), kHeaderBytes);
-  LLMS_ASSIGN_OR_RETURN(Llama2cHeader header, parse_header(path, raw));
+  return parse_header(mapped.path(), raw);
+}
+
+}  // namespace
+
+Expected<Llama2cHeader> Llama2cCheckpoint::read_header(const std::string& path) {
+  LLMS_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path));
+  return header_of(mapped);
+}
+
+Expected<Llama2cCheckpoint> Llama2cCheckpoint::open(const std::string& path) {
+  LLMS_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path));
+  LLMS_ASSIGN_OR_RETURN(Llama2cHeader header, header_of(mapped));
+  int32_t raw[7];
+  std::memcpy(raw, mapped.data(), kHeaderBytes);
   const uint64_t expected = kHeaderBytes + expected_floats(header) * sizeof(float);
   if (mapped.size() != expected) {
     return DataLoss("{}: {}: header ({}{}) implies {} bytes, file size is {}", path,

@@ -34,6 +34,10 @@ class Llama2cCheckpoint {
   /// Errors (naming the file): NotFound, DataLoss (truncated / size mismatch / bad header).
   static Expected<Llama2cCheckpoint> open(const std::string& path);
 
+  /// Reads and checks only the 28-byte header (what format detection needs to tell a
+  /// llama2.c checkpoint from some other file). Errors as open() for the header.
+  static Expected<Llama2cHeader> read_header(const std::string& path);
+
   const Llama2cHeader& header() const { return header_; }
   const std::string& path() const { return file_.path(); }
 

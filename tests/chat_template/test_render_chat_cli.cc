@@ -2,11 +2,13 @@
 // with exit 1, both messages-file shapes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "../cli/cli_runner.h"
+#include "../models/gguf_rewrite.h"
 
 namespace llmserve {
 namespace {
@@ -69,15 +71,66 @@ TEST(RenderChatCli, ContinueFinalMessage) {
   EXPECT_EQ(r.out, "<user>q</s><assistant>partial");
 }
 
+TEST(RenderChatCli, TemplateTextAndTheModelsOwnTemplate) {
+  const std::string msgs = write("m7.json", R"([{"role": "user", "content": "x"}])");
+  const std::string m = " --messages-file " + quote(msgs);
+  // --chat-template takes the template text itself, as serve --chat-template does.
+  auto r = run_llmserve("render-chat --chat-template '{% for m in messages %}[{{ m.role }}:{{ "
+                        "m.content }}]{% endfor %}'" + m);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[user:x]");
+
+  // --model: a GGUF's tokenizer.chat_template, with its BOS/EOS pieces as bos_token/eos_token.
+  auto src = GgufFile::open(std::string(LLMSERVE_SHARED_DIR) +
+                            "/models/stories260K/stories260K.gguf");
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  const std::string tpl_gguf = testing::temp_dir() + "/with_template.gguf";
+  testing::rewrite_gguf(*src, tpl_gguf, testing::Rewrite::kF32,
+                        {{"tokenizer.chat_template",
+                          GgufValue{GgufType::kString,
+                                    std::string("{{ bos_token }}{% for m in messages %}<{{ "
+                                                "m.role }}>{{ m.content }}{% endfor %}{{ "
+                                                "eos_token }}")}}});
+  r = run_llmserve("render-chat --model " + quote(tpl_gguf) + m);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "<s><user>x</s>");
+  r = run_llmserve("render-chat --model " + quote(tpl_gguf) + " --bos-token B --eos-token ''" + m);
+  EXPECT_EQ(r.out, "B<user>x");  // given tokens win, an empty one too
+  r = run_llmserve("render-chat --model " + quote(tpl_gguf) + " --chat-template 'T{{ bos_token "
+                   "}}'" + m);
+  EXPECT_EQ(r.out, "T<s>");  // --chat-template wins over the model's, as in serve
+  // A model without a template gets serve's built-in one.
+  r = run_llmserve("render-chat --model " + quote(src->path()) + " --add-generation-prompt" + m);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "<s>user: x\nassistant:");
+
+  // An HF directory: chat_template.jinja beside config.json (tokenizer from --tokenizer, as
+  // serve takes it for a directory without tokenizer.json).
+  const std::string synth = std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/";
+  const std::filesystem::path hf = testing::temp_dir() + "/hf_with_template";
+  std::filesystem::create_directories(hf);
+  std::filesystem::copy_file(synth + "llama-gqa/hf/config.json", hf / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::error_code ec;
+  std::filesystem::create_symlink(synth + "llama-gqa/hf/model.safetensors",
+                                  hf / "model.safetensors", ec);
+  std::ofstream(hf / "chat_template.jinja")
+      << "{% for m in messages %}{{ m.content }}|{% endfor %}";
+  r = run_llmserve("render-chat --model " + quote(hf.string()) + " --tokenizer " +
+                   quote(synth + "llama-gqa/model.gguf") + m);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "x|");
+}
+
 TEST(RenderChatCli, Errors) {
   const std::string msgs = write("m4.json", R"([{"role": "user", "content": "x"}])");
   const std::string bad = write("bad.jinja", "ok\n{% if %}");
   auto r = run_llmserve("render-chat --chat-template " + quote(bad) + " --messages-file " + quote(msgs));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err.rfind("error: syntax error at line 2:", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.rfind("error: " + bad + ": syntax error at line 2:", 0), 0u) << r.err;
   r = run_llmserve("render-chat --chat-template /nonexistent.jinja --messages-file " + quote(msgs));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("cannot open"), std::string::npos);
+  EXPECT_EQ(r.err, "error: --chat-template /nonexistent.jinja: no such file\n");
   const std::string notjson = write("m5.json", "[{");
   const std::string tpl = write("t2.jinja", "x");
   r = run_llmserve("render-chat --chat-template " + quote(tpl) + " --messages-file " + quote(notjson));
@@ -91,6 +144,16 @@ TEST(RenderChatCli, Errors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: nope\n");
   EXPECT_EQ(r.out, "");
+  r = run_llmserve("render-chat --messages-file " + quote(msgs));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: no chat template: give --chat-template FILE|TEXT or --model PATH\n");
+  r = run_llmserve("render-chat --chat-template x.jinja --messages-file " + quote(msgs));
+  EXPECT_EQ(r.err, "error: --chat-template x.jinja: no such file\n");
+  r = run_llmserve("render-chat --chat-template " + quote(tpl) + " --tokenizer t.gguf "
+                   "--messages-file " + quote(msgs));
+  EXPECT_EQ(r.err, "error: --tokenizer needs --model (it picks the model's tokenizer)\n");
+  r = run_llmserve("render-chat --model /nonexistent.gguf --messages-file " + quote(msgs));
+  EXPECT_EQ(r.err, "error: /nonexistent.gguf: no such model file\n");
 }
 
 }  // namespace

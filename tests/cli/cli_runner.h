@@ -30,17 +30,22 @@ inline std::string temp_dir() {
   return dir.string();
 }
 
-/// Runs `LLMSERVE_BIN <args>` through the shell (args are already shell-quoted).
-inline CommandResult run_llmserve(const std::string& args) {
+/// Runs a shell command line (e.g. with an environment prefix) and captures its output.
+inline CommandResult run_shell(const std::string& command) {
   const std::string dir = temp_dir();
   const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = std::string(LLMSERVE_BIN) + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = command + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+/// Runs `LLMSERVE_BIN <args>` through the shell (args are already shell-quoted).
+inline CommandResult run_llmserve(const std::string& args) {
+  return run_shell(std::string(LLMSERVE_BIN) + " " + args);
 }
 
 }  // namespace llmserve::testing

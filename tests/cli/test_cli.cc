@@ -117,6 +117,24 @@ TEST_F(CliBadModel, TruncatedBinAndGarbage) {
   expect_one_line_error(run_llmserve("generate " + quote(g) + " --prompt hi"), g);
 }
 
+TEST_F(CliBadModel, NeitherGgufNorLlama2cIsNotAModelFileShownByItsFirstBytes) {
+  const std::string g = write("garbage2.bin", std::string(4096, '\x7f'));
+  auto r = run_llmserve("generate " + quote(g) + " --prompt hi");
+  expect_one_line_error(r, g + ": not a model file: not GGUF (it starts with 7f 7f 7f 7f 7f 7f "
+                               "7f 7f 7f 7f 7f 7f 7f 7f 7f 7f \"................\"; GGUF files "
+                               "start with \"GGUF\") nor a llama2.c checkpoint (bad llama2.c "
+                               "header: dim = 2139062143 is outside [1, 65536]");
+  const std::string text = write("notes.txt", "hello world, not a model\n");
+  r = run_llmserve("inspect " + quote(text));
+  EXPECT_EQ(r.err, "error: " + text + ": not a model file: not GGUF (it starts with 68 65 6c 6c "
+                   "6f 20 77 6f 72 6c 64 2c 20 6e 6f 74 \"hello world, not\"; GGUF files start "
+                   "with \"GGUF\") nor a llama2.c checkpoint (truncated: llama2.c header needs "
+                   "28 bytes, file size is 25)\n");
+  const std::string empty = write("empty.gguf", "");
+  r = run_llmserve("logits " + quote(empty) + " --token-ids 1 --out /tmp/x.npy");
+  EXPECT_EQ(r.err, "error: " + empty + ": not a model file: the file is empty\n");
+}
+
 TEST_F(CliBadModel, BinWithoutTokenizerAndCorruptTokenizer) {
   expect_one_line_error(run_llmserve("generate " + quote(testing::stories_bin()) + " --prompt hi"),
                         "--tokenizer");
@@ -130,7 +148,7 @@ TEST_F(CliBadModel, BadFlagValues) {
   auto r = run_llmserve("generate " + bin_model_args() + " --prompt hi --kv-cache-memory 12XB");
   expect_one_line_error(r, "--kv-cache-memory");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 0");
-  expect_one_line_error(r, "max_tokens");
+  expect_one_line_error(r, "--max-tokens: must be >= 1, got 0");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 600");
   expect_one_line_error(r, "512");
   r = run_llmserve("logits " + bin_model_args() + " --token-ids 1,2,x --out /tmp/x.npy");

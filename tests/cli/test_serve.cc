@@ -158,6 +158,33 @@ TEST(Serve, ApiKeyFromEnvironmentOrFlag) {
   }
 }
 
+TEST(Serve, BenchServeSendsTheApiKeyAndReadsEngineRowsFromMetrics) {
+  ServeProcess p({"--api-key", "bench-key", "--disable-log-requests"});
+  ASSERT_GT(p.port(), 0);
+  const std::string bench = "bench serve --url http://127.0.0.1:" + std::to_string(p.port()) +
+                            " --num-prompts 3 --input-len 8 --output-len 4 --vocab-size 512";
+  // Without a key: one line naming both ways to give it, exit 1, nothing sent.
+  auto r = testing::run_shell("env -u OPENAI_API_KEY " + std::string(LLMSERVE_BIN) + " " + bench);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: GET http://127.0.0.1:" + std::to_string(p.port()) +
+                       "/v1/models: 401 Unauthorized: give the server's API key with --api-key "
+                       "or OPENAI_API_KEY\n");
+  // From $OPENAI_API_KEY (vLLM bench's variable) or --api-key.
+  for (const std::string& how : {"env OPENAI_API_KEY=bench-key " + std::string(LLMSERVE_BIN) +
+                                     " " + bench + " --json",
+                                 "env -u OPENAI_API_KEY " + std::string(LLMSERVE_BIN) + " " +
+                                     bench + " --api-key bench-key --json"}) {
+    r = testing::run_shell(how);
+    ASSERT_EQ(r.exit_code, 0) << how << "\n" << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["completed"], 3);
+    EXPECT_EQ(j["failed"], 0);
+    // Engine rows from the server's /metrics, not n/a: steps were run, nothing preempted.
+    EXPECT_GT(j["num_steps"].get<int64_t>(), 0) << r.out;
+    EXPECT_EQ(j["num_preemptions"], 0);
+  }
+}
+
 TEST(Serve, BadOperationsFlagsAreOneLineErrors) {
   const std::string model = "'" + testing::stories_bin() + "' --tokenizer '" +
                             testing::stories_tokenizer() + "' --port 0";

@@ -1,6 +1,6 @@
-// Test helper: re-encodes a GGUF file with its 2-D weight tensors stored as F16 or BF16 (or
-// as F32 holding the same rounded values), metadata copied unchanged. Written from the GGUF
-// spec (ggml docs/gguf.md) independently of src/weights.
+// Test helper: re-encodes a GGUF file with its weight tensors (two or more dimensions) stored
+// as F16 or BF16 (or as F32 holding the same rounded values), metadata copied unchanged.
+// Written from the GGUF spec (ggml docs/gguf.md) independently of src/weights.
 #pragma once
 
 #include <cstring>
@@ -53,7 +53,8 @@ class GgufEncoder {
   std::vector<uint8_t> out;
 };
 
-/// Writes `src` to `dst` with every 2-D tensor converted per `mode`; 1-D tensors stay F32.
+/// Writes `src` to `dst` with every tensor of two or more dimensions converted per `mode`;
+/// 1-D tensors stay F32.
 /// `metadata_overrides` adds or replaces metadata keys.
 inline void rewrite_gguf(const GgufFile& src, const std::string& dst, Rewrite mode,
                          const std::map<std::string, GgufValue>& metadata_overrides = {}) {
@@ -75,7 +76,7 @@ inline void rewrite_gguf(const GgufFile& src, const std::string& dst, Rewrite mo
     const float* f = static_cast<const float*>(t.data);  // the synthetic models are F32
     std::vector<uint8_t> blob;
     uint32_t type = 0;
-    const bool convert = t.shape.size() == 2;
+    const bool convert = t.shape.size() >= 2;
     for (int64_t i = 0; i < t.numel(); ++i) {
       float x = f[i];
       if (convert && (mode == Rewrite::kF16 || mode == Rewrite::kBF16)) {

@@ -62,6 +62,28 @@ TEST(TokenizeCli, HuggingFaceDirectoryAndFile) {
   EXPECT_EQ(plain.out, "9906 1917\n");
 }
 
+TEST(TokenizeCli, Llama2cTokenizerBinCountsItsOwnTokens) {
+  // tokenizer.bin does not store its size; the records that fill the file give it (512 here),
+  // so --vocab-size is optional and the ids are those of the model's own GGUF vocabulary.
+  const std::string text = write_text("lily.txt", "Lily and Ben went to the park.");
+  const std::string bin = shared("models/stories260K/tok512.bin");
+  const auto counted = ids_of(run_llmserve("tokenize --tokenizer " + bin + " --text-file " +
+                                           text + " --add-special --json"));
+  ASSERT_FALSE(counted.empty());
+  EXPECT_EQ(counted, ids_of(run_llmserve("tokenize --tokenizer " + bin + " --vocab-size 512 "
+                                         "--text-file " + text + " --add-special --json")));
+  EXPECT_EQ(counted, ids_of(run_llmserve("tokenize --tokenizer " +
+                                         shared("models/stories260K/stories260K.gguf") +
+                                         " --text-file " + text + " --add-special --json")));
+  // A file that is not one names the flag that would make it readable.
+  const std::string junk = write_text("junk.bin", "not a tokenizer at all");
+  const auto r = run_llmserve("tokenize --tokenizer " + junk + " --text-file " + text);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: " + junk + ": not a llama2.c tokenizer.bin: token record 0 does not "
+                   "fit the file; if it is a tokenizer.bin with trailing bytes, give its token "
+                   "count with --vocab-size\n");
+}
+
 TEST(TokenizeCli, ErrorsAreOneLine) {
   const std::string text = write_text("t.txt", "x");
   const std::string bad = write_text("tokenizer.json", "{\"model\": 3}");

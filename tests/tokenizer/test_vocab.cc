@@ -105,10 +105,24 @@ TEST(Llama2cVocab, NegativeLengthIsDataLoss) {
   EXPECT_NE(vocab.status().message().find("negative"), std::string::npos);
 }
 
-TEST(Llama2cVocab, NonPositiveVocabSizeIsInvalid) {
-  Expected<Vocab> vocab = load_llama2c_vocab(tok512_path(), 0);
-  ASSERT_FALSE(vocab.ok());
-  EXPECT_EQ(vocab.status().code(), StatusCode::kInvalidArgument);
+TEST(Llama2cVocab, NonPositiveVocabSizeCountsTheRecords) {
+  Expected<Vocab> given = load_llama2c_vocab(tok512_path(), 512);
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  for (int32_t size : {0, -1}) {
+    Expected<Vocab> counted = load_llama2c_vocab(tok512_path(), size);
+    ASSERT_TRUE(counted.ok()) << counted.status().message();
+    EXPECT_EQ(counted->size(), 512);
+    EXPECT_EQ(counted->pieces, given->pieces);
+    EXPECT_EQ(counted->scores, given->scores);
+  }
+  // A file whose records do not end at its end is not a tokenizer.bin (nor a guess at one).
+  std::string data = testing::read_file(tok512_path());
+  data += "xyz";
+  TempFile trailing("trailing.bin", data);
+  Expected<Vocab> bad = load_llama2c_vocab(trailing.path(), 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), trailing.path() + ": not a llama2.c tokenizer.bin: token "
+                                                      "record 512 does not fit the file");
 }
 
 // ---- GGUF -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/check.h"
 #include "kernels/ops.h"
 
 namespace llmserve {
@@ -55,6 +56,23 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
       for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
+  }
+}
+
+void convert_dtype(const void* src, DType from, void* dst, DType to, int64_t n) {
+  LLMS_CHECK(is_float_dtype(from) && is_float_dtype(to), "convert_dtype: {} -> {}",
+             dtype_name(from), dtype_name(to));
+  if (to == DType::kF32) return to_f32(src, from, n, static_cast<float*>(dst));
+  // Through float32 in chunks (f32 -> f32 is exact; then one rounding to the narrow type).
+  constexpr int64_t kChunk = 4096;
+  float buf[kChunk];
+  auto* out = static_cast<uint16_t*>(dst);
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    to_f32(in + i * dtype_size(from), from, m, buf);
+    for (int64_t j = 0; j < m; ++j)
+      out[i + j] = to == DType::kBF16 ? f32_to_bf16(buf[j]) : f32_to_f16(buf[j]);
   }
 }
 

@@ -1,0 +1,29 @@
+// Edit distance for "did you mean" hints (unknown CLI flags and commands; shared so other
+// callers, e.g. unknown request fields, need no copy of their own).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+namespace llmserve {
+
+/// Levenshtein distance: insertions, deletions and substitutions of one character each cost 1.
+/// O(|a| |b|) time, O(|b|) memory: meant for short names.
+inline size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace llmserve

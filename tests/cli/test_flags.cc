@@ -1,0 +1,224 @@
+// The engine flags as a vLLM user types them (README's flag table): --dtype, --kv-cache-dtype
+// auto, --generation-config, -tp/-pp, --gpu-memory-utilization, --model, human-readable
+// counts, repeated flags, --max-model-len 0, and the exact one-line errors for what is
+// refused or misspelt. Each runs the real binary; errors come before any model work.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "weights/npy.h"
+#include "../engine/reference_cases.h"
+
+namespace llmserve {
+namespace {
+
+using testing::run_llmserve;
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string gguf() { return quote(testing::stories_gguf()); }
+std::string synth(const std::string& rel) {
+  return testing::shared_path("testdata/models/synthetic/" + rel);
+}
+
+/// Exit status 1 and stderr exactly `line` + "\n" (nothing else printed).
+void expect_error(const std::string& args, const std::string& line) {
+  const testing::CommandResult r = run_llmserve(args);
+  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+  EXPECT_EQ(r.err, "error: " + line + "\n") << args;
+  EXPECT_EQ(r.out, "") << args;
+}
+
+/// `generate` on stories260K (GGUF): exit 0; returns stderr (the start-up log lines).
+std::string generate_log(const std::string& flags) {
+  const testing::CommandResult r =
+      run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 2 --threads 1 " + flags);
+  EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.err;
+  return r.err;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Flags, RefusedParallelismAndGpuMemory) {
+  for (const char* cmd : {"serve", "generate", "bench"}) {
+    const std::string base = std::string(cmd) + " " + gguf() +
+                             (std::string(cmd) == "generate" ? " --prompt hi " : " ");
+    expect_error(base + "--tensor-parallel-size 2",
+                 "--tensor-parallel-size 2 is not supported: llmserve runs the model in one CPU "
+                 "process (no tensor parallelism); use 1");
+    expect_error(base + "-tp 4",
+                 "--tensor-parallel-size 4 is not supported: llmserve runs the model in one CPU "
+                 "process (no tensor parallelism); use 1");
+    expect_error(base + "-pp=2",
+                 "--pipeline-parallel-size 2 is not supported: llmserve runs the model in one "
+                 "CPU process (no pipeline parallelism); use 1");
+    expect_error(base + "--gpu-memory-utilization 0.9",
+                 "--gpu-memory-utilization is not supported: llmserve is a CPU engine; size the "
+                 "KV cache in bytes with --kv-cache-memory (e.g. --kv-cache-memory 4GiB)");
+  }
+  // 1 is what llmserve does: accepted.
+  generate_log("-tp 1 --pipeline-parallel-size 1");
+}
+
+TEST(Flags, ModelPositionalOrFlag) {
+  const std::string m = testing::stories_gguf();
+  EXPECT_EQ(run_llmserve("generate --model " + quote(m) + " --prompt hi --max-tokens 1")
+                .exit_code, 0);
+  EXPECT_EQ(run_llmserve("generate " + quote(m) + " --model " + quote(m) +
+                         " --prompt hi --max-tokens 1").exit_code, 0);
+  expect_error("serve " + quote(m) + " --model /x.gguf",
+               "MODEL '" + m + "' and --model '/x.gguf' differ; give the model once");
+  expect_error("serve --port 0", "no model given (MODEL or --model)");
+  EXPECT_EQ(run_llmserve("inspect --model " + quote(m) + " --json").exit_code, 0);
+  expect_error("inspect " + quote(m) + " --model /x.gguf",
+               "MODEL '" + m + "' and --model '/x.gguf' differ; give the model once");
+}
+
+TEST(Flags, HumanReadableCountsAndMaxModelLen) {
+  // vLLM's rule: k = 1000, K = 1024, decimals only with lowercase suffixes.
+  EXPECT_TRUE(has(generate_log("--max-model-len 1K"), "max_model_len 1024,"));
+  EXPECT_TRUE(has(generate_log("--max-model-len 4k"), "max_model_len 4000,"));
+  EXPECT_TRUE(has(generate_log("--max-model-len 25.6k --max-num-batched-tokens 8K "
+                               "--max-num-seqs 1k"),
+                  "max_model_len 25600,"));
+  auto r = run_llmserve("inspect " + gguf() + " --max-model-len 2K --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kv_cache"]["max_model_len"], 2048);
+  r = run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 1k --max-model-len 2k "
+                   "--ignore-eos --json --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["num_output_tokens"], 1000);
+
+  const std::string hint = " (see 'llmserve generate --help')";
+  const std::string g = "generate " + gguf() + " --prompt hi ";
+  expect_error(g + "--max-model-len 0", "--max-model-len: must be >= 1, got 0" + hint);
+  expect_error(g + "--max-model-len -1", "--max-model-len: must be >= 1, got -1" + hint);
+  expect_error(g + "--max-model-len 1.5K",
+               "--max-model-len: '1.5K': decimals are not allowed with binary suffixes like K "
+               "(did you mean 1.5k?)" + hint);
+  expect_error(g + "--max-num-batched-tokens 1.0001k",
+               "--max-num-batched-tokens: '1.0001k' is not a whole number" + hint);
+  expect_error(g + "--max-num-seqs lots",
+               "--max-num-seqs: 'lots' is not an integer (e.g. 4096, 4k = 4000, 4K = 4096)" +
+                   hint);
+  expect_error(g + "--max-model-len 4G",
+               "--max-model-len: must be <= 2147483647, got 4G" + hint);
+  expect_error(g + "--seed -1", "--seed: must be >= 0, got -1" + hint);
+  expect_error("inspect " + gguf() + " --max-model-len 0",
+               "--max-model-len: must be >= 1, got 0 (see 'llmserve inspect --help')");
+}
+
+TEST(Flags, RepeatedFlagTakesTheLastValue) {
+  auto r = run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 3 --max-tokens 5 "
+                        "--ignore-eos --json --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["num_output_tokens"], 5);
+  EXPECT_TRUE(has(generate_log("--max-model-len 64 --max-model-len 300"), "max_model_len 300,"));
+  // Flags and their negations too (argparse: the last one wins).
+  generate_log("--no-enable-chunked-prefill --enable-chunked-prefill --max-num-batched-tokens 4");
+  EXPECT_FALSE(has(generate_log("--dtype bf16 --dtype auto"), "converted at load"));
+}
+
+TEST(Flags, DtypeConvertsAtLoadAndKvAutoFollows) {
+  const std::string dir = testing::temp_dir();
+  const std::string model = quote(synth("llama-gqa/model.gguf"));
+  auto logits = [&](const std::string& name, const std::string& flags) {
+    const std::string out = dir + "/" + name + ".npy";
+    auto r = run_llmserve("logits " + model + " --token-ids 1,501,500,505,196,7 --out " +
+                          quote(out) + " --threads 1 " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.err;
+    auto npy = read_npy(out);
+    EXPECT_TRUE(npy.ok());
+    return std::make_pair(npy.ok() ? npy->data : std::vector<float>{}, r.err);
+  };
+  const auto [f32, f32_log] = logits("f32", "");
+  const auto [bf16, bf16_log] = logits("bf16", "--dtype bf16");
+  EXPECT_FALSE(has(f32_log, "converted"));
+  EXPECT_TRUE(has(bf16_log, "[info] --dtype bf16: 16 weight tensors converted at load: 16 f32 "
+                            "-> bf16 (1.84 -> 0.92 MiB); 0 kept as stored (already bf16 or not "
+                            "a float type); norms and biases stay f32"))
+      << bf16_log;
+  EXPECT_NE(bf16, f32);
+  EXPECT_EQ(logits("bfloat16", "--dtype bfloat16").first, bf16);  // vLLM's spelling
+  EXPECT_EQ(logits("bf16kv", "--dtype bf16 --kv-cache-dtype bf16").first, bf16);  // auto = bf16
+  EXPECT_NE(logits("bf16f32kv", "--dtype bf16 --kv-cache-dtype float32").first, bf16);
+  EXPECT_EQ(logits("half", "--dtype half").first, logits("f16", "--dtype float16").first);
+  EXPECT_EQ(logits("float", "--dtype float").first, f32);  // already f32: nothing changes
+  auto r = run_llmserve("inspect " + model + " --dtype bf16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["weight_dtype"], "f32");
+  EXPECT_EQ(j["dtype"], "bf16");
+  EXPECT_EQ(j["kv_cache"]["dtype"], "bf16");
+  // The older build's complaint was about `--dtype float16` itself; it is a flag now.
+  EXPECT_TRUE(has(generate_log("--dtype float16"), "weights f16"));
+  expect_error("serve " + gguf() + " --dtype fp8",
+               "--dtype: 'fp8' is not one of auto, float32 (float, f32), bfloat16 (bf16), "
+               "float16 (half, f16) (see 'llmserve serve --help')");
+  expect_error("generate " + gguf() + " --prompt hi --kv-cache-dtype fp8_e4m3",
+               "--kv-cache-dtype: 'fp8_e4m3' is not one of auto, float32 (float, f32), bfloat16 "
+               "(bf16), float16 (half, f16) (see 'llmserve generate --help')");
+}
+
+TEST(Flags, GenerationConfigModes) {
+  EXPECT_TRUE(has(generate_log(""),
+                  "[info] generation config (auto): sampling defaults none; eos ids 2\n"));
+  EXPECT_TRUE(has(generate_log("--generation-config vllm"),
+                  "[info] generation config (vllm): sampling defaults none (--generation-config "
+                  "vllm); eos ids 2\n"));
+  const std::string dir = testing::temp_dir() + "/genconf";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/generation_config.json") << R"({"temperature": 0.5, "top_p": 0.9})";
+  EXPECT_TRUE(has(generate_log("--generation-config " + quote(dir)),
+                  "[info] generation config (" + dir + "/generation_config.json): sampling "
+                  "defaults temperature=0.5, top_p=0.9; no eos ids\n"));
+  expect_error("generate " + gguf() + " --prompt hi --generation-config /nonexistent",
+               "--generation-config /nonexistent: not auto, vllm or a directory");
+  const std::string empty = testing::temp_dir() + "/genconf_empty";
+  std::filesystem::create_directories(empty);
+  expect_error("generate " + gguf() + " --prompt hi --generation-config " + quote(empty),
+               "--generation-config " + empty + ": the directory has no generation_config.json");
+}
+
+TEST(Flags, ParseErrorsAreOneLineWithAHint) {
+  expect_error("serve " + gguf() + " --max-model-length 512",
+               "unknown flag --max-model-length for 'llmserve serve'; did you mean "
+               "--max-model-len? (see 'llmserve serve --help')");
+  expect_error("generate " + gguf() + " --promt hi",
+               "unknown flag --promt for 'llmserve generate'; did you mean --prompt? (see "
+               "'llmserve generate --help')");
+  expect_error("serve " + gguf() + " --frobnicate",
+               "unknown flag --frobnicate for 'llmserve serve' (see 'llmserve serve --help')");
+  expect_error("bench serve --url http://127.0.0.1:1 --max-num-seqs 4",
+               "unknown flag --max-num-seqs for 'llmserve bench serve' (see 'llmserve bench "
+               "serve --help')");
+  expect_error("inspect " + gguf() + " --threads 2",
+               "unknown flag --threads for 'llmserve inspect' (see 'llmserve inspect --help')");
+  expect_error("genrate", "unknown command 'genrate'; did you mean generate? (see 'llmserve "
+                          "--help')");
+  expect_error("serve " + gguf() + " other.gguf",
+               "unexpected argument 'other.gguf' for 'llmserve serve' (see 'llmserve serve "
+               "--help')");
+  expect_error("serve " + gguf() + " --port abc",
+               "--port: 'abc' is not an integer (see 'llmserve serve --help')");
+  expect_error("serve " + gguf() + " --port",
+               "--port needs a value (see 'llmserve serve --help')");
+  expect_error("generate " + gguf(), "--prompt is required (see 'llmserve generate --help')");
+  expect_error("generate " + gguf() + " --prompt hi --log-level loud",
+               "--log-level: loud not in {trace,debug,info,warn,error,critical,off} (see "
+               "'llmserve generate --help')");
+}
+
+TEST(Flags, BenchServeDeadUrlIsConnectionRefused) {
+  expect_error("bench serve --url http://127.0.0.1:1 --num-prompts 1",
+               "cannot connect to http://127.0.0.1:1: connection refused (is the server "
+               "running?)");
+}
+
+}  // namespace
+}  // namespace llmserve
