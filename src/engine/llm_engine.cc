@@ -55,6 +55,7 @@ class EngineCore final : public LLMEngine {
     if (g.repetition_penalty) p.repetition_penalty = *g.repetition_penalty;
     return p;
   }
+  std::optional<int32_t> default_max_tokens() const override { return generation_.max_new_tokens; }
 
  private:
   RequestOutput make_output(Request& req, std::vector<int32_t> new_tokens);

@@ -63,6 +63,9 @@ class LLMEngine {
   /// generation_config.json, or --generation-config's; none under --generation-config vllm),
   /// else SamplingParams' defaults.
   virtual SamplingParams default_sampling_params() const { return {}; }
+  /// The generation config's max_new_tokens (vLLM: the default max_tokens of requests that
+  /// send none, capped by the context's room), or nullopt.
+  virtual std::optional<int32_t> default_max_tokens() const { return std::nullopt; }
   /// The model's Jinja chat template (GGUF tokenizer.chat_template, HF chat_template.jinja or
   /// tokenizer_config.json; --tokenizer's first), or nullopt when it ships none.
   virtual const std::optional<std::string>& chat_template() const {

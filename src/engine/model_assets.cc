@@ -148,8 +148,8 @@ std::string describe_generation_config(const std::string& mode, const ModelFile&
   line += g.eos_token_ids.empty() ? "; no eos ids"
                                   : fmt::format("; eos ids {}", fmt::join(g.eos_token_ids, ", "));
   if (g.max_new_tokens)
-    line += fmt::format("; max_new_tokens={} is not applied (requests without max_tokens get "
-                        "the context's room)", *g.max_new_tokens);
+    line += fmt::format("; max_new_tokens={} (the default max_tokens, capped by the context's "
+                        "room)", *g.max_new_tokens);
   return line;
 }
 

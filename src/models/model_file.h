@@ -26,8 +26,8 @@ struct GenerationConfig {
   int32_t bos_token_id = -1;
   std::optional<float> temperature, top_p, min_p, repetition_penalty;
   std::optional<int32_t> top_k;
-  /// HF max_new_tokens: read so the start-up log can say it is not applied (vLLM makes it the
-  /// default max_tokens; llmserve's server defaults to the context's room).
+  /// HF max_new_tokens: the default max_tokens of requests that send none, capped by the
+  /// context's room (vLLM's rule; LLMEngine::default_max_tokens).
   std::optional<int32_t> max_new_tokens;
 };
 

@@ -138,7 +138,11 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                                      SamplingParams* params) const {
   const LLMEngine& e = engine_.engine();
   const int64_t n = static_cast<int64_t>(prompt_ids.size());
-  params->max_tokens = options.max_tokens.value_or(context_room(prompt_ids.size()));
+  // Without max_tokens: the rest of the context, or the generation config's max_new_tokens
+  // when smaller (vLLM's rule).
+  int32_t room = context_room(prompt_ids.size());
+  if (const std::optional<int32_t> d = e.default_max_tokens(); d && *d > 0) room = std::min(room, *d);
+  params->max_tokens = options.max_tokens.value_or(room);
   const int32_t vocab = e.tokenizer().vocab_size();
   Status st = params->validate(vocab);
   if (!st.ok()) {

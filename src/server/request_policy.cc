@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/edit_distance.h"
+
 namespace llmserve {
 
 using nlohmann::json;
@@ -143,20 +145,6 @@ constexpr RequestField kFields[] = {
     {"typical_p", C | Ch, "llama.cpp", kRefused, "1", "locally typical sampling is not implemented"},
     {"mirostat", C | Ch, "llama.cpp", kRefused, "0", "Mirostat sampling is not implemented"},
 };
-
-/// Classic dynamic-programming edit distance (insert, delete, substitute cost 1), for the
-/// "did you mean" hint; fields are short, so O(|a| |b|) is nothing.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 /// "/v1/completions and /v1/chat/completions" for a field's endpoint bits.
 std::string endpoint_paths(uint8_t endpoints) {

@@ -167,14 +167,14 @@ TEST(GenerationConfig, DirectoryReplacesTheCheckpointsFile) {
                 ": eos_token_id 100000 is outside the vocabulary (vocab_size 512)");
 }
 
-TEST(GenerationConfig, MaxNewTokensIsReportedAsNotApplied) {
+TEST(GenerationConfig, MaxNewTokensIsTheDefaultMaxTokens) {
   HfDir dir("{\"max_new_tokens\": 256}");
   auto file = ModelFile::open(dir.path.string());
   ASSERT_TRUE(file.ok()) << file.status().message();
   EXPECT_EQ(describe_generation_config("auto", **file, (*file)->generation_config()),
             "generation config (auto: " + (dir.path / "generation_config.json").string() +
-                "): sampling defaults none; no eos ids; max_new_tokens=256 is not applied "
-                "(requests without max_tokens get the context's room)");
+                "): sampling defaults none; no eos ids; max_new_tokens=256 (the default max_tokens, "
+                "capped by the context's room)");
 }
 
 TEST(GenerationConfig, HfDirectoryNeedsAVocabulary) {
