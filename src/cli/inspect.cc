@@ -169,8 +169,9 @@ int InspectCommand::run() {
     weight_bytes += static_cast<int64_t>(t->nbytes);
   }
 
-  // As LLMEngine::init: auto = the weights' dtype; budget = flag or the 2 GiB default.
-  const DType kv_dtype = kv_dtype_flag.value_or(c.weight_dtype);
+  // As LLMEngine::init: auto = the weights' dtype (f32 for quantized weights); budget = flag
+  // or the 2 GiB default.
+  const DType kv_dtype = kv_dtype_flag.value_or(c.default_kv_dtype());
   const int64_t budget = cache.kv_cache_memory_bytes > 0 ? cache.kv_cache_memory_bytes
                                                          : kDefaultKvCacheMemoryBytes;
   const int64_t max_len = max_model_len_ > 0 ? max_model_len_ : c.max_position_embeddings;

@@ -104,7 +104,7 @@ Status EngineCore::init(const EngineConfig& config) {
   pool_ = std::make_unique<ThreadPool>(config_.num_threads);
 
   const int32_t bs = config_.cache.block_size;
-  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(mc.weight_dtype);
+  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(mc.default_kv_dtype());
   config_.cache.kv_cache_dtype = kv_dtype;
   const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs, kv_dtype);
   int64_t num_blocks = config_.cache.num_kv_blocks;

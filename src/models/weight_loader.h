@@ -25,6 +25,9 @@ class WeightLoader {
   Expected<const TensorView*> tensor(const std::string& name, const std::vector<int64_t>& shape) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
     LLMS_RETURN_IF_ERROR(check_shape(*t, shape));
+    if (is_quantized(t->dtype) && shape.size() >= 2)
+      return Unimplemented("{}: tensor {} is {}: quantized weight matrices are not supported yet",
+                           file_.path(), t->name, dtype_name(t->dtype));
     used_.insert(t);
     return t;
   }

@@ -25,7 +25,7 @@ Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
   ThreadPool pool(std::max(1, opt.num_threads));
   LLMS_ASSIGN_OR_RETURN(auto runner, ModelRunner::create(std::move(model), std::move(attention),
                                                          num_blocks, opt.block_size,
-                                                         opt.kv_cache_dtype.value_or(mc.weight_dtype),
+                                                         opt.kv_cache_dtype.value_or(mc.default_kv_dtype()),
                                                          &pool));
   // Hand out the blocks in reverse so that the block table is not the identity map.
   std::vector<int32_t> block_table(num_blocks);

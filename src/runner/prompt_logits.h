@@ -14,7 +14,7 @@ namespace llmserve {
 
 struct PromptLogitsOptions {
   std::string attention_backend = "flash";
-  std::optional<DType> kv_cache_dtype;  // nullopt = the model's weight dtype
+  std::optional<DType> kv_cache_dtype;  // nullopt = ModelConfig::default_kv_dtype()
   int32_t chunk_size = 2048;  // tokens per forward pass
   int32_t block_size = 16;
   int32_t num_threads = 1;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "quant/dequantize_ref.h"
 
 namespace llmserve {
 
@@ -55,6 +56,9 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
       for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
+    default:  // quantized: whole blocks, the reference dequantizer
+      dequantize_row_ref(dtype, src, dst, n);
+      return;
   }
 }
 
