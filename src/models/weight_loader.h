@@ -25,9 +25,6 @@ class WeightLoader {
   Expected<const TensorView*> tensor(const std::string& name, const std::vector<int64_t>& shape) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
     LLMS_RETURN_IF_ERROR(check_shape(*t, shape));
-    if (is_quantized(t->dtype) && shape.size() >= 2)
-      return Unimplemented("{}: tensor {} is {}: quantized weight matrices are not supported yet",
-                           file_.path(), t->name, dtype_name(t->dtype));
     used_.insert(t);
     return t;
   }
@@ -52,13 +49,15 @@ class WeightLoader {
     return Status::Ok();
   }
 
-  /// A 2-D weight [rows, cols] viewed in place (file dtype, not copied).
+  /// A 2-D weight [rows, cols] viewed in place (file dtype, not copied; quantized types stay
+  /// quantized: the GGUF reader has checked cols is whole blocks).
   Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {rows, cols}));
     return WeightMatrix{t->data, t->dtype, rows, cols};
   }
 
-  /// A 1-D tensor [n] converted to float32 (norm weights).
+  /// A 1-D tensor [n] converted to float32 (norm weights; a quantized one is dequantized
+  /// here, once, though llama-quantize keeps norms F32).
   Expected<std::vector<float>> vector(const std::string& name, int64_t n) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {n}));
     std::vector<float> out(n);
