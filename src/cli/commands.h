@@ -109,6 +109,22 @@ class InspectCommand {
   bool json_ = false;
 };
 
+/// llmserve dequantize FILE --out-dir DIR [--tensor NAME]: the tensors of a GGUF file as
+/// float32 .npy files (<tensor name>.npy; 1-D [n], else [rows, row length]), quantized
+/// types through the reference dequantizer; one line per tensor (name, type, shape).
+class DequantizeCommand {
+ public:
+  explicit DequantizeCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string path_;
+  std::string out_dir_;
+  std::string tensor_;
+};
+
 /// llmserve render-chat: renders a conversation with a Jinja chat template (transformers'
 /// apply_chat_template semantics) and prints exactly the text; template errors -> exit 1.
 class RenderChatCommand {
