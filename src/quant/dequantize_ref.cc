@@ -107,27 +107,25 @@ inline int nibble256(const uint8_t* qs, int e) {
   return (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0xF;
 }
 
-void q4_k(const BlockQ4_K& b, float* y) {
+/// Q4_K/Q5_K: y[e] = (d * sc_j) * code(e) - (dmin * mn_j) over the 8 sub-blocks j of 32.
+template <typename B, typename Code>
+void k4_sub_blocks(const B& b, const Code& code, float* y) {
   const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
   for (int j = 0; j < kQK_K / 32; ++j) {
     int sc = 0, mn = 0;
     scale_min_k4(b.scales, j, &sc, &mn);
     const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(mn);
-    for (int e = 32 * j; e < 32 * j + 32; ++e) y[e] = dl * static_cast<float>(nibble256(b.qs, e)) - ml;
+    for (int e = 32 * j; e < 32 * j + 32; ++e) y[e] = dl * static_cast<float>(code(e)) - ml;
   }
 }
 
+void q4_k(const BlockQ4_K& b, float* y) {
+  k4_sub_blocks(b, [&](int e) { return nibble256(b.qs, e); }, y);
+}
+
 void q5_k(const BlockQ5_K& b, float* y) {
-  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
-  for (int j = 0; j < kQK_K / 32; ++j) {
-    int sc = 0, mn = 0;
-    scale_min_k4(b.scales, j, &sc, &mn);
-    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(mn);
-    for (int e = 32 * j; e < 32 * j + 32; ++e) {
-      const int q = nibble256(b.qs, e) | ((b.qh[e % 32] >> (e / 32)) & 1) << 4;
-      y[e] = dl * static_cast<float>(q) - ml;
-    }
-  }
+  k4_sub_blocks(b, [&](int e) { return nibble256(b.qs, e) | ((b.qh[e % 32] >> (e / 32)) & 1) << 4; },
+                y);
 }
 
 void q6_k(const BlockQ6_K& b, float* y) {
