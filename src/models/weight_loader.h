@@ -53,7 +53,12 @@ class WeightLoader {
   /// quantized: the GGUF reader has checked cols is whole blocks).
   Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {rows, cols}));
-    return WeightMatrix{t->data, t->dtype, rows, cols};
+    WeightMatrix m;
+    m.data = t->data;
+    m.dtype = t->dtype;
+    m.rows = rows;
+    m.cols = cols;
+    return m;
   }
 
   /// A 1-D tensor [n] converted to float32 (norm weights; a quantized one is dequantized
