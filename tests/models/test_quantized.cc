@@ -95,9 +95,14 @@ TEST_P(LlamaQ, AtLeastAsCloseToNumpyAsLlamaCpp) {
                   100 * ours.argmax_agree(), 100 * theirs.argmax_agree());
       EXPECT_LE(ours.max_diff, theirs.max_diff) << c.type << " " << seq;
       EXPECT_GE(ours.argmax_agree(), theirs.argmax_agree()) << c.type << " " << seq;
-      // Float activations over the exact stored weights: float32 accumulation error only.
-      EXPECT_LE(ours.max_diff, 1e-3) << c.type << " " << seq;
-      EXPECT_EQ(ours.argmax_mismatches, 0) << c.type << " " << seq;
+      if (c.type == "F32") {  // float GEMM: float32 accumulation error only
+        EXPECT_LE(ours.max_diff, 1e-3) << c.type << " " << seq;
+        EXPECT_EQ(ours.argmax_mismatches, 0) << c.type << " " << seq;
+      } else {
+        // The quantized GEMM's 12- to 16-bit activations (kernels/quant/qgemm.h) against
+        // llama.cpp's 8-bit ones: measured 14-160x closer; a 10x margin is the contract.
+        EXPECT_LE(ours.max_diff, theirs.max_diff / 10) << c.type << " " << seq;
+      }
     }
   }
 }
@@ -198,7 +203,8 @@ class SyntheticQ8 : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   /// Logits of the Q8_0 file and of the F32 file with the same values, for both backends and
-  /// chunkings; they must agree to float32 summation order. Returns the Q8_0 file's logits.
+  /// chunkings; they must agree within the quantized GEMM's 15-bit activation codes for Q8_0
+  /// (kernels/quant/qgemm.h; measured 1.1e-3 .. 3.1e-3 on logit ranges of ~30).
   void expect_same(const GgufFile& src, const std::vector<OutTensor>& tensors,
                    bool (*pick)(const OutTensor&), int min_quantized, const std::string& what) {
     const std::string q = dir_ / (what + "-q8.gguf"), f = dir_ / (what + "-f32.gguf");
@@ -214,7 +220,7 @@ class SyntheticQ8 : public ::testing::Test {
         const Compare c = compare(*got, *want, 512);
         std::printf("%s Q8_0 vs F32 of the same values, %s chunk %d: max |diff| %.2e\n",
                     what.c_str(), backend, chunk, c.max_diff);
-        EXPECT_LE(c.max_diff, 1e-3) << what;
+        EXPECT_LE(c.max_diff, 5e-3) << what;
         EXPECT_EQ(c.argmax_mismatches, 0) << what;
       }
     }

@@ -43,6 +43,7 @@
 #include "kernels/cpu/gemm_kernels.h"
 #include "kernels/gemm.h"
 #include "kernels/quant/gemm_quant_ref.h"
+#include "kernels/quant/qgemm.h"
 
 namespace llmserve {
 namespace {
@@ -501,9 +502,9 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
 }
 
 void prepare_weight(WeightMatrix& w, WeightUse use) {
-  if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0 ||
-      is_quantized_weight(w)) {
-    return;  // quantized: the reference path reads the file layout (fast kernels may repack)
+  if (is_quantized_weight(w)) return prepare_quantized(w, use);  // qgemm tiles
+  if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
+    return;
   }
   // [ceil(N / 32)][K][32] in the file dtype, rows past N zero (bf16 rows permuted for the
   // unpack conversion, see kPanel): each thread's share of W becomes one sequential stream,
@@ -551,7 +552,10 @@ void prepare_weight(WeightMatrix& w, WeightUse use) {
 
 void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
           GemmOutput mode, const GemmEpilogue* epilogue) {
-  if (is_quantized_weight(w)) return quant_gemm().gemm(x, m, w, y, pool, mode, epilogue);
+  if (is_quantized_weight(w)) {
+    if (quant_gemm_ready(w)) return gemm_quant(x, m, w, y, pool, mode, epilogue);
+    return quant_gemm().gemm(x, m, w, y, pool, mode, epilogue);
+  }
   Job job{};
   job.x = x;
   job.m = m;
@@ -571,7 +575,10 @@ void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool
 
 void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
                    ThreadPool* pool) {
-  if (is_quantized_weight(gate_up)) return quant_gemm().gemm_silu_mul(x, m, gate_up, out, pool);
+  if (is_quantized_weight(gate_up)) {
+    if (quant_gemm_ready(gate_up)) return gemm_silu_mul_quant(x, m, gate_up, out, pool);
+    return quant_gemm().gemm_silu_mul(x, m, gate_up, out, pool);
+  }
   Job job{};
   job.x = x;
   job.m = m;

@@ -1,0 +1,297 @@
+// The quantized GEMM's driver (the recipe and the layout: qgemm.h): kernel selection,
+// activation quantization, work items and threads, mixed-type parts, SwiGLU, accumulation
+// and epilogues.
+//
+// Work items are (row block of up to kRowBlock rows) x (group of tiles: 16-column units,
+// as many as the epilogue's column alignment needs), taken from a shared counter by every
+// pool thread. For each tile of an item, every chunk's record is decoded once into an L1
+// buffer of int16 weights and then multiplied into all rows of the block, MR rows at a time;
+// the float accumulators of the block's rows x 16 columns live in a per-thread buffer. A row's
+// result does not depend on the block, the item or the thread (qgemm.h), so all of these are
+// free choices for speed.
+#include "kernels/quant/qgemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <vector>
+
+#include "common/check.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/ops.h"
+#include "kernels/quant/gemm_quant_ref.h"
+#include "kernels/quant/qgemm_internal.h"
+
+namespace llmserve {
+namespace {
+
+using namespace qgemm;
+
+constexpr int64_t kRowBlock = 128;  // rows per work item (their accumulators: 8 KiB)
+
+/// prepare_quantized's result (WeightMatrix::packed with kPackedQuant): the repacked parts
+/// with their first row; for SwiGLU exactly {gate, up}, each of F rows.
+struct QPackedSet {
+  struct Part {
+    std::shared_ptr<const QPacked> packed;
+    int64_t row0 = 0;
+  };
+  std::vector<Part> parts;
+  bool silu = false;
+};
+
+std::atomic<const QKernels*> g_override{nullptr};
+
+const QKernels& kernels() { return active_kernels(); }
+
+/// Grow-only 64-byte-aligned scratch.
+template <typename T>
+class Buffer {
+ public:
+  T* get(int64_t n) {
+    if (n > cap_) {
+      const size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+      ptr_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+      if (!ptr_) throw std::bad_alloc();
+      cap_ = n;
+    }
+    return ptr_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> ptr_;
+  int64_t cap_ = 0;
+};
+
+/// Runs fn(i) for i in [0, items) on the pool (dynamic: a shared counter).
+template <typename Fn>
+void for_items(ThreadPool* pool, int64_t items, const Fn& fn) {
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  if (threads <= 1 || items <= 1) {
+    for (int64_t i = 0; i < items; ++i) fn(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool->parallel_for(std::min<int64_t>(threads, items), [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items;) fn(i);
+  });
+}
+
+/// The activations of one call, quantized for `qmax` (per calling thread).
+QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_t k, int qmax,
+                           ThreadPool* pool) {
+  thread_local Buffer<int16_t> qbuf;
+  thread_local Buffer<float> sbuf;
+  thread_local Buffer<int32_t> bbuf;
+  QActs a;
+  a.m = m;
+  a.k = k;
+  a.chunks = (k + kChunk - 1) / kChunk;
+  a.qmax = qmax;
+  a.q = qbuf.get(m * k);
+  a.s = sbuf.get(m * a.chunks);
+  a.bsum16 = bbuf.get(std::max<int64_t>(1, m * (k / 16)));
+  constexpr int64_t kRowsPerItem = 8;
+  if (m >= 2 * kRowsPerItem && pool != nullptr) {
+    for_items(pool, (m + kRowsPerItem - 1) / kRowsPerItem, [&](int64_t i) {
+      kr.quantize(x, i * kRowsPerItem, std::min(m, (i + 1) * kRowsPerItem), a);
+    });
+  } else {
+    kr.quantize(x, 0, m, a);
+  }
+  return a;
+}
+
+/// Per-thread buffers of one item.
+struct ItemScratch {
+  Buffer<int16_t> wbuf;
+  Buffer<float> d, dm, facc, facc_up;
+  Buffer<int32_t> mins;
+};
+
+/// facc[rows][16] = rows [m0, m1) x tile `tile` of one packed part, all of K.
+void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t tile, int64_t m0,
+                  int64_t m1, ItemScratch& s, float* facc) {
+  int16_t* wbuf = s.wbuf.get(kChunk / 2 * kLanes);
+  float* d = s.d.get(8 * kTileCols);
+  float* dm = s.dm.get(8 * kTileCols);
+  int32_t* mins = s.mins.get(16 * kTileCols);
+  std::memset(facc, 0, static_cast<size_t>(m1 - m0) * kTileCols * sizeof(float));
+  for (int64_t c = 0; c < p.chunks; ++c) {
+    const int64_t e = p.chunk_elems(c);
+    kr.decode(p.type, p.record(tile, c), p.layout(c), e, wbuf, d, dm, mins);
+    for (int64_t r = m0; r < m1; r += kr.max_mr) {
+      const int mr = static_cast<int>(std::min<int64_t>(kr.max_mr, m1 - r));
+      kr.chunk(p.type, mr, a, r, c * kChunk, e, wbuf, d, dm, mins, facc + (r - m0) * kTileCols);
+    }
+  }
+}
+
+int64_t lcm64(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
+
+/// One part (single type) of gemm_quant: columns [col0, col0 + p.n) of y (row stride ldy).
+void run_part(const QKernels& kr, const QPacked& p, const float* x, int64_t m, float* y,
+              int64_t ldy, int64_t col0, ThreadPool* pool, GemmOutput mode,
+              const GemmEpilogue* epilogue) {
+  const QActs a = quantize_activations(kr, x, m, p.k, quant_traits(p.type).act_qmax, pool);
+  const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
+  const int64_t group = lcm64(kTileCols, align) / kTileCols;  // tiles per item
+  const int64_t groups = (p.tiles + group - 1) / group;
+  const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
+  thread_local ItemScratch scratch;
+  for_items(pool, groups * mblocks, [&](int64_t item) {
+    ItemScratch& s = scratch;
+    const int64_t mb = item / groups, g = item % groups;
+    const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+    const int64_t t0 = g * group, t1 = std::min(p.tiles, t0 + group);
+    float* facc = s.facc.get(kRowBlock * kTileCols);
+    for (int64_t t = t0; t < t1; ++t) {
+      tile_product(kr, p, a, t, m0, m1, s, facc);
+      const int64_t c0 = t * kTileCols, cols = std::min<int64_t>(kTileCols, p.n - c0);
+      for (int64_t r = m0; r < m1; ++r) {
+        float* dst = y + r * ldy + col0 + c0;
+        const float* src = facc + (r - m0) * kTileCols;
+        if (mode == GemmOutput::kAccumulate) {
+          for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
+        } else {
+          std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+        }
+      }
+    }
+    if (epilogue != nullptr)
+      epilogue->apply(m0, m1, col0 + t0 * kTileCols, col0 + std::min(p.n, t1 * kTileCols), y, ldy);
+  });
+}
+
+const QPackedSet* packed_set(const WeightMatrix& w) {
+  return w.packed_format == kPackedQuant ? static_cast<const QPackedSet*>(w.packed.get())
+                                         : nullptr;
+}
+
+std::shared_ptr<const QPacked> pack_rows(const WeightMatrix& w, int64_t row0, int64_t rows) {
+  const auto* base = static_cast<const uint8_t*>(w.data) + row0 * dtype_row_bytes(w.dtype, w.cols);
+  return repack(w.dtype, base, rows, w.cols);
+}
+
+}  // namespace
+
+void prepare_quantized(WeightMatrix& w, WeightUse use) {
+  if (w.packed_format == kPackedQuant || w.rows <= 0 || w.cols <= 0) return;
+  if (!(is_quantized(w.dtype) || w.parts != nullptr)) return;
+  auto set = std::make_shared<QPackedSet>();
+  // The matrices making up W, each single-typed, with their first row.
+  std::vector<std::pair<const WeightMatrix*, int64_t>> pieces;
+  if (w.parts != nullptr) {
+    int64_t row = 0;
+    for (const WeightMatrix& part : *w.parts) {
+      if (!is_quantized(part.dtype) || part.data == nullptr) return;  // float parts: reference
+      pieces.emplace_back(&part, row);
+      row += part.rows;
+    }
+  } else {
+    if (w.data == nullptr) return;
+    pieces.emplace_back(&w, 0);
+  }
+  if (use == WeightUse::kSiluMul) {
+    // {gate, up}: the halves of one matrix, or two parts of F rows each.
+    const int64_t f = w.rows / 2;
+    if (w.rows % 2 != 0) return;
+    set->silu = true;
+    if (pieces.size() == 1) {
+      set->parts.push_back({pack_rows(w, 0, f), 0});
+      set->parts.push_back({pack_rows(w, f, f), f});
+    } else if (pieces.size() == 2 && pieces[0].first->rows == f) {
+      set->parts.push_back({pack_rows(*pieces[0].first, 0, f), 0});
+      set->parts.push_back({pack_rows(*pieces[1].first, 0, f), f});
+    } else {
+      return;  // an unusual stacking: left to the reference path
+    }
+  } else {
+    for (const auto& [part, row0] : pieces)
+      set->parts.push_back({pack_rows(*part, 0, part->rows), row0});
+  }
+  w.packed = std::shared_ptr<const void>(set, set.get());
+  w.packed_format = kPackedQuant;
+}
+
+bool quant_gemm_ready(const WeightMatrix& w) { return packed_set(w) != nullptr; }
+
+void gemm_quant(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
+                GemmOutput mode, const GemmEpilogue* epilogue) {
+  const QPackedSet* set = packed_set(w);
+  LLMS_CHECK(set != nullptr && !set->silu, "gemm_quant: W was not prepared for gemm");
+  if (m <= 0) return;
+  const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
+  for (const QPackedSet::Part& part : set->parts)
+    if (part.row0 % align != 0)  // an epilogue tile would straddle two parts
+      return gemm_quant_ref(x, m, w, y, pool, mode, epilogue);
+  const QKernels& kr = kernels();
+  for (const QPackedSet::Part& part : set->parts)
+    run_part(kr, *part.packed, x, m, y, w.rows, part.row0, pool, mode, epilogue);
+}
+
+void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
+                         ThreadPool* pool) {
+  const QPackedSet* set = packed_set(gate_up);
+  LLMS_CHECK(set != nullptr && set->silu && set->parts.size() == 2,
+             "gemm_silu_mul_quant: W was not prepared for SwiGLU");
+  if (m <= 0) return;
+  const QKernels& kr = kernels();
+  const QPacked& gate = *set->parts[0].packed;
+  const QPacked& up = *set->parts[1].packed;
+  const int64_t f = gate.n;
+  const QActs ag = quantize_activations(kr, x, m, gate.k, quant_traits(gate.type).act_qmax, pool);
+  // The up part may need other activation codes (another type); quantized into a second
+  // buffer set by a helper thread-local of its own.
+  thread_local Buffer<int16_t> q2;
+  thread_local Buffer<float> s2;
+  thread_local Buffer<int32_t> b2;
+  QActs au = ag;
+  if (quant_traits(up.type).act_qmax != ag.qmax) {
+    au.qmax = quant_traits(up.type).act_qmax;
+    au.q = q2.get(m * up.k);
+    au.s = s2.get(m * au.chunks);
+    au.bsum16 = b2.get(std::max<int64_t>(1, m * (up.k / 16)));
+    kr.quantize(x, 0, m, au);
+  }
+  const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
+  thread_local ItemScratch scratch;
+  for_items(pool, gate.tiles * mblocks, [&](int64_t item) {
+    ItemScratch& s = scratch;
+    const int64_t mb = item / gate.tiles, t = item % gate.tiles;
+    const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+    float* fg = s.facc.get(kRowBlock * kTileCols);
+    float* fu = s.facc_up.get(kRowBlock * kTileCols);
+    tile_product(kr, gate, ag, t, m0, m1, s, fg);
+    tile_product(kr, up, au, t, m0, m1, s, fu);
+    const int64_t c0 = t * kTileCols, cols = std::min<int64_t>(kTileCols, f - c0);
+    for (int64_t r = m0; r < m1; ++r)
+      silu_mul(fg + (r - m0) * kTileCols, fu + (r - m0) * kTileCols, out + r * f + c0, cols);
+  });
+}
+
+const char* quant_gemm_isa() { return kernels().name; }
+
+}  // namespace llmserve
+
+namespace llmserve::qgemm {
+
+const QKernels& active_kernels() {
+  if (const QKernels* k = g_override.load(std::memory_order_relaxed)) return *k;
+  if (cpu_isa() >= CpuIsa::kAvx512)
+    return cpu_has_avx512_vnni() ? qkernels_avx512vnni() : qkernels_avx512();
+  return qkernels_avx2();
+}
+
+void set_kernels_for_testing(const QKernels* kernels) {
+  g_override.store(kernels, std::memory_order_relaxed);
+}
+
+}  // namespace llmserve::qgemm

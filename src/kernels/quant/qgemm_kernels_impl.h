@@ -1,0 +1,283 @@
+// Private to qgemm_avx2.cc / qgemm_avx512.cc / qgemm_avx512vnni.cc: the quantized GEMM's
+// decode, micro-kernel and activation quantizer written once over an ISA traits class V and
+// instantiated by each translation unit with its own compiler flags (internal linkage, so the
+// instantiations never meet). The including file includes <immintrin.h> and the headers
+// below, and defines V with:
+//   iv / fv                      integer / float vector types
+//   kHalves                      vectors per tile row of 32 int16 lanes (AVX2 2, AVX-512 1)
+//   kCols                        columns per int32 / float vector (16 / kHalves)
+//   kMaxMr                       rows per micro-kernel call
+//   load, store, zero, set1_16, set1_32, and_, or_, sub16, mullo16, add32, mullo32,
+//   srli<S>, slli<S> (16-bit lanes), lut (pshufb), bcast_pair, madd_acc, scale_row, p8_row,
+//   min_row, load32 / store32, cvt (int32 -> float), halves_row (fp16 -> float), loadf,
+//   storef, mulf, fmaf, set1f, sum16 (sum of 16 int16), and quantize_chunk (activation step 1
+//   for one row chunk, see qgemm.h).
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "common/check.h"
+#include "kernels/quant/qgemm_internal.h"
+#include "quant/block_formats.h"
+
+namespace llmserve::qgemm {
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// Decode: one (tile, chunk) record -> int16 weights (value * sub_scale) per k-pair.
+
+template <class V, int J>
+typename V::iv nib(typename V::iv w) {  // nibble J (0..3) of each 16-bit lane
+  if constexpr (J == 3) return V::template srli<12>(w);
+  else if constexpr (J == 0) return V::and_(w, V::set1_16(0xF));
+  else return V::and_(V::template srli<4 * J>(w), V::set1_16(0xF));
+}
+/// Bit J of each lane moved to bit `To`.
+template <class V, int J, int To>
+typename V::iv bit_to(typename V::iv h) {
+  const auto mask = V::set1_16(static_cast<int16_t>(1 << To));
+  if constexpr (J < To) return V::and_(V::template slli<To - J>(h), mask);
+  else if constexpr (J == To) return V::and_(h, mask);
+  else return V::and_(V::template srli<J - To>(h), mask);
+}
+/// Bits 2J..2J+1 of each lane moved to bits To..To+1.
+template <class V, int J, int To>
+typename V::iv crumb_to(typename V::iv h) {
+  const auto mask = V::set1_16(static_cast<int16_t>(3 << To));
+  if constexpr (2 * J < To) return V::and_(V::template slli<To - 2 * J>(h), mask);
+  else if constexpr (2 * J == To) return V::and_(h, mask);
+  else return V::and_(V::template srli<2 * J - To>(h), mask);
+}
+
+/// IQ4_NL codebook + 128 as unsigned bytes, repeated in every 128-bit lane (pshufb table).
+struct Iq4Lut {
+  alignas(64) uint8_t v[64];
+  Iq4Lut() {
+    for (int i = 0; i < 64; ++i) v[i] = static_cast<uint8_t>(quant::kIq4nlValues[i % 16] + 128);
+  }
+};
+inline const uint8_t* iq4_lut_u8() {
+  static const Iq4Lut lut;
+  return lut.v;
+}
+
+template <class V, int Bits, bool Codebook, int SubElems>
+void decode_values(const uint8_t* rec, const RecordLayout& lay, int64_t e, int offset,
+                   int16_t* wbuf) {
+  using iv = typename V::iv;
+  constexpr int kH = V::kHalves;
+  const iv off = V::set1_16(static_cast<int16_t>(Codebook ? 128 : offset));
+  const iv lut = V::load(iq4_lut_u8());
+  const iv hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
+  for (int64_t u = 0; u < e / kUnit; ++u) {
+    for (int h = 0; h < kH; ++h) {
+      iv w4[4], h2[2], h1;
+      if constexpr (Bits == 4 || Bits == 5 || Bits == 6)
+        for (int i = 0; i < 4; ++i) w4[i] = V::load(rec + lay.p4 + (4 * u + i) * 64 + h * (64 / kH));
+      if constexpr (Bits == 2 || Bits == 3 || Bits == 6)
+        for (int i = 0; i < 2; ++i) h2[i] = V::load(rec + lay.p2 + (2 * u + i) * 64 + h * (64 / kH));
+      if constexpr (Bits == 3 || Bits == 5) h1 = V::load(rec + lay.p1 + u * 64 + h * (64 / kH));
+      [&]<int... J>(std::integer_sequence<int, J...>) {
+        (
+            [&] {
+              const int64_t kp = 16 * u + J;
+              iv c;
+              if constexpr (Bits == 8) {
+                c = V::p8_row(rec + lay.p8 + kp * 32 + h * (32 / kH));
+              } else if constexpr (Bits == 2) {
+                c = crumb_to<V, J % 8, 0>(h2[J / 8]);
+              } else if constexpr (Bits == 3) {
+                c = V::or_(crumb_to<V, J % 8, 0>(h2[J / 8]), bit_to<V, J, 2>(h1));
+              } else {
+                c = nib<V, J % 4>(w4[J / 4]);
+                if constexpr (Bits == 5) c = V::or_(c, bit_to<V, J, 4>(h1));
+                if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, J % 8, 4>(h2[J / 8]));
+              }
+              if constexpr (Codebook) {
+                c = V::sub16(V::lut(lut, V::or_(c, hi_byte)), off);
+              } else if constexpr (Bits != 8) {
+                c = V::sub16(c, off);
+              }
+              if constexpr (SubElems > 0) {
+                const int64_t s = (2 * kp) / SubElems;
+                c = V::mullo16(c, V::scale_row(rec + lay.sub + s * kTileCols + h * (kTileCols / kH)));
+              }
+              V::store(wbuf + kp * kLanes + h * (kLanes / kH), c);
+            }(),
+            ...);
+      }(std::make_integer_sequence<int, 16>{});
+    }
+  }
+}
+
+template <class V>
+void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, int16_t* wbuf,
+            float* d, float* dm, int32_t* mins) {
+  const QuantTraits& t = quant_traits(type);
+  switch (type) {
+    case DType::kQ4_0: decode_values<V, 4, false, 0>(rec, lay, e, 8, wbuf); break;
+    case DType::kQ4_1: decode_values<V, 4, false, 0>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ5_0: decode_values<V, 5, false, 0>(rec, lay, e, 16, wbuf); break;
+    case DType::kQ5_1: decode_values<V, 5, false, 0>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ8_0: decode_values<V, 8, false, 0>(rec, lay, e, 0, wbuf); break;
+    case DType::kIQ4_NL: decode_values<V, 4, true, 0>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ2_K: decode_values<V, 2, false, 16>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ3_K: decode_values<V, 3, false, 16>(rec, lay, e, 4, wbuf); break;
+    case DType::kQ4_K: decode_values<V, 4, false, 32>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ5_K: decode_values<V, 5, false, 32>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ6_K: decode_values<V, 6, false, 16>(rec, lay, e, 32, wbuf); break;
+    case DType::kIQ4_XS: decode_values<V, 4, true, 32>(rec, lay, e, 0, wbuf); break;
+    default: LLMS_CHECK(false, "qgemm decode: {}", dtype_name(type));
+  }
+  constexpr int kH = V::kHalves;
+  const int64_t blocks = e / t.block_elems;
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int h = 0; h < kH; ++h) {
+      V::storef(d + b * kTileCols + h * V::kCols,
+                V::halves_row(rec + lay.d + b * kTileCols * 2 + h * (kTileCols * 2 / kH)));
+      if (lay.dm >= 0)
+        V::storef(dm + b * kTileCols + h * V::kCols,
+                  V::halves_row(rec + lay.dm + b * kTileCols * 2 + h * (kTileCols * 2 / kH)));
+    }
+  if (lay.min >= 0)
+    for (int64_t s = 0; s < e / t.min_sub; ++s)
+      for (int h = 0; h < kH; ++h)
+        V::store32(mins + s * kTileCols + h * V::kCols,
+                   V::min_row(rec + lay.min + s * kTileCols + h * (kTileCols / kH)));
+}
+
+// ------------------------------------------------------------------------------------------
+// Micro-kernel: MR rows x 16 columns over one chunk, scale block by scale block.
+
+/// Sum of the activation codes of min sub-block `j` (MinSub elements) starting at element
+/// `at` of row r.
+template <int MinSub>
+inline int32_t bsum(const QActs& a, int64_t r, int64_t at) {
+  const int32_t* b = a.bsum16 + r * (a.k / 16) + at / 16;
+  if constexpr (MinSub == 16) return b[0];
+  else return b[0] + b[1];
+}
+
+template <class V, int BlockElems, int MinSub, bool StoredMins, int MR>
+void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const int16_t* wbuf,
+                  const float* d, const float* dm, const int32_t* mins, float* facc) {
+  using iv = typename V::iv;
+  using fv = typename V::fv;
+  constexpr int kH = V::kHalves;
+  constexpr int kKp = BlockElems / 2;
+  const int64_t chunk = k0 / kChunk;
+  for (int64_t b = 0; b < e / BlockElems; ++b) {
+    iv acc[MR][kH];
+    for (int r = 0; r < MR; ++r)
+      for (int h = 0; h < kH; ++h) acc[r][h] = V::zero();
+    const int16_t* qa[MR];
+    for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + b * BlockElems;
+    const int16_t* wb = wbuf + b * kKp * kLanes;
+#pragma GCC unroll 4
+    for (int kp = 0; kp < kKp; ++kp) {
+      iv w[kH];
+      for (int h = 0; h < kH; ++h) w[h] = V::load(wb + kp * kLanes + h * (kLanes / kH));
+      for (int r = 0; r < MR; ++r) {
+        const iv av = V::bcast_pair(qa[r] + 2 * kp);
+        for (int h = 0; h < kH; ++h) acc[r][h] = V::madd_acc(acc[r][h], w[h], av);
+      }
+    }
+    for (int r = 0; r < MR; ++r) {
+      const fv s = V::set1f(a.s[(row0 + r) * a.chunks + chunk]);
+      for (int h = 0; h < kH; ++h) {
+        float* f = facc + r * kTileCols + h * V::kCols;
+        const fv t = V::mulf(V::loadf(d + b * kTileCols + h * V::kCols), s);
+        fv acc_f = V::fmaf(V::cvt(acc[r][h]), t, V::loadf(f));
+        if constexpr (MinSub > 0) {
+          iv mn;
+          const int64_t at = k0 + b * BlockElems;
+          if constexpr (StoredMins) {
+            mn = V::zero();
+            for (int j = 0; j < BlockElems / MinSub; ++j)
+              mn = V::add32(mn, V::mullo32(V::load32(mins + (b * BlockElems / MinSub + j) *
+                                                                kTileCols + h * V::kCols),
+                                           V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
+          } else {
+            mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));  // Q4_1 / Q5_1: min 1 per block
+          }
+          const fv t2 = V::mulf(V::loadf(dm + b * kTileCols + h * V::kCols), s);
+          acc_f = V::fmaf(V::cvt(mn), t2, acc_f);
+        }
+        V::storef(f, acc_f);
+      }
+    }
+  }
+}
+
+template <class V, int BlockElems, int MinSub, bool StoredMins>
+void chunk_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const int16_t* wbuf,
+                const float* d, const float* dm, const int32_t* mins, float* facc) {
+  static_assert(V::kMaxMr == 4 || V::kMaxMr == 8);
+  switch (mr) {
+#define LLMS_QMR(R)                                                                            \
+  case R:                                                                                      \
+    if constexpr (R <= V::kMaxMr)                                                              \
+      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R>(a, row0, k0, e, wbuf, d, dm,  \
+                                                                mins, facc);               \
+    break;
+    LLMS_QMR(1) LLMS_QMR(2) LLMS_QMR(3) LLMS_QMR(4) LLMS_QMR(5) LLMS_QMR(6) LLMS_QMR(7)
+    LLMS_QMR(8)
+#undef LLMS_QMR
+    default: break;
+  }
+  LLMS_CHECK(false, "qgemm chunk: mr {} > {}", mr, V::kMaxMr);
+}
+
+template <class V>
+void chunk(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+           const int16_t* wbuf, const float* d, const float* dm, const int32_t* mins,
+           float* facc) {
+  switch (type) {
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ8_0:
+    case DType::kIQ4_NL:
+      return chunk_rows<V, 32, 0, false>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+      return chunk_rows<V, 32, 32, false>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+    case DType::kQ2_K:
+      return chunk_rows<V, 256, 16, true>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return chunk_rows<V, 256, 32, true>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+    case DType::kQ3_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
+      return chunk_rows<V, 256, 0, false>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+    default: LLMS_CHECK(false, "qgemm chunk: {}", dtype_name(type));
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Activation quantization (qgemm.h step 1), bit for bit quantize_acts_ref.
+
+template <class V>
+void quantize(const float* x, int64_t r0, int64_t r1, const QActs& a) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * a.k;
+    int16_t* q = a.q + r * a.k;
+    for (int64_t c = 0; c < a.chunks; ++c) {
+      const int64_t i0 = c * kChunk, n = std::min(a.k, i0 + kChunk) - i0;
+      float* s = a.s + r * a.chunks + c;
+      V::quantize_chunk(xr + i0, n, a.qmax, q + i0, s);
+    }
+    for (int64_t j = 0; j < a.k / 16; ++j) a.bsum16[r * (a.k / 16) + j] = V::sum16(q + 16 * j);
+  }
+}
+
+template <class V>
+const QKernels& make_kernels(const char* name) {
+  static const QKernels k{name, V::kMaxMr, quantize<V>, decode<V>, chunk<V>};
+  return k;
+}
+
+}  // namespace
+}  // namespace llmserve::qgemm
