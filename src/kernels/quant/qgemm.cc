@@ -124,6 +124,12 @@ void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t 
   float* dm = s.dm.get(8 * kTileCols);
   int32_t* mins = s.mins.get(16 * kTileCols);
   std::memset(facc, 0, static_cast<size_t>(m1 - m0) * kTileCols * sizeof(float));
+  if (m1 - m0 <= kr.max_mr) {  // one micro-kernel call per chunk: decode in registers
+    for (int64_t c = 0; c < p.chunks; ++c)
+      kr.fused(p.type, static_cast<int>(m1 - m0), a, m0, c * kChunk, p.chunk_elems(c),
+               p.record(tile, c), p.layout(c), facc);
+    return;
+  }
   for (int64_t c = 0; c < p.chunks; ++c) {
     const int64_t e = p.chunk_elems(c);
     kr.decode(p.type, p.record(tile, c), p.layout(c), e, wbuf, d, dm, mins);

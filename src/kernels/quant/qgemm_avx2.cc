@@ -54,6 +54,11 @@ struct Avx2Q {
   static iv min_row(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  static iv sub32(iv a, iv b) { return _mm256_sub_epi32(a, b); }
+  /// 8 int8 sub-scales (8 columns) -> 8 int32 lanes.
+  static iv scale_row32(const uint8_t* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
   static fv cvt(iv v) { return _mm256_cvtepi32_ps(v); }
   static fv halves_row(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -59,6 +59,11 @@ struct Avx512Q {
   static iv min_row(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static iv sub32(iv a, iv b) { return _mm512_sub_epi32(a, b); }
+  /// 16 int8 sub-scales (16 columns) -> 16 int32 lanes.
+  static iv scale_row32(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static fv cvt(iv v) { return _mm512_cvtepi32_ps(v); }
   static fv halves_row(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -93,6 +93,10 @@ struct QKernels {
   void (*chunk)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                 const int16_t* wbuf, const float* d, const float* dm, const int32_t* mins,
                 float* facc);
+  /// decode + chunk in one pass for `mr` <= max_mr rows, reading the record itself (the
+  /// small-M path: no int16 buffer). Same results, bit for bit.
+  void (*fused)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const uint8_t* record, const RecordLayout& lay, float* facc);
 };
 
 const QKernels& qkernels_avx2();

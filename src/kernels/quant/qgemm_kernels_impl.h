@@ -63,47 +63,65 @@ inline const uint8_t* iq4_lut_u8() {
   return lut.v;
 }
 
-template <class V, int Bits, bool Codebook, int SubElems>
-void decode_values(const uint8_t* rec, const RecordLayout& lay, int64_t e, int offset,
-                   int16_t* wbuf) {
+/// The stored codes of k-pair J (0..15) of a 32-element unit, as 16-bit lanes: from the
+/// unit's plane vectors (w4: 4-bit, h2: 2-bit, h1: 1-bit) or, for 8-bit codes, from `p8`.
+template <class V, int Bits, int J>
+typename V::iv code_vec(const typename V::iv* w4, const typename V::iv* h2,
+                        const typename V::iv& h1, const uint8_t* p8) {
+  if constexpr (Bits == 8) {
+    return V::p8_row(p8);
+  } else if constexpr (Bits == 2) {
+    return crumb_to<V, J % 8, 0>(h2[J / 8]);
+  } else if constexpr (Bits == 3) {
+    return V::or_(crumb_to<V, J % 8, 0>(h2[J / 8]), bit_to<V, J, 2>(h1));
+  } else {
+    typename V::iv c = nib<V, J % 4>(w4[J / 4]);
+    if constexpr (Bits == 5) c = V::or_(c, bit_to<V, J, 4>(h1));
+    if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, J % 8, 4>(h2[J / 8]));
+    return c;
+  }
+}
+
+/// Loads the plane vectors of unit u, half h (see code_vec).
+template <class V, int Bits>
+void load_planes(const uint8_t* rec, const RecordLayout& lay, int64_t u, int h,
+                 typename V::iv* w4, typename V::iv* h2, typename V::iv& h1) {
+  constexpr int kH = V::kHalves;
+  if constexpr (Bits == 4 || Bits == 5 || Bits == 6)
+    for (int i = 0; i < 4; ++i) w4[i] = V::load(rec + lay.p4 + (4 * u + i) * 64 + h * (64 / kH));
+  if constexpr (Bits == 2 || Bits == 3 || Bits == 6)
+    for (int i = 0; i < 2; ++i) h2[i] = V::load(rec + lay.p2 + (2 * u + i) * 64 + h * (64 / kH));
+  if constexpr (Bits == 3 || Bits == 5) h1 = V::load(rec + lay.p1 + u * 64 + h * (64 / kH));
+}
+
+template <class V, int Bits, bool Codebook, int SubElems, int Offset>
+void decode_values(const uint8_t* rec, const RecordLayout& lay, int64_t e, int16_t* wbuf) {
   using iv = typename V::iv;
   constexpr int kH = V::kHalves;
-  const iv off = V::set1_16(static_cast<int16_t>(Codebook ? 128 : offset));
+  const iv off = V::set1_16(static_cast<int16_t>(Codebook ? 128 : Offset));
   const iv lut = V::load(iq4_lut_u8());
   const iv hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
   for (int64_t u = 0; u < e / kUnit; ++u) {
     for (int h = 0; h < kH; ++h) {
-      iv w4[4], h2[2], h1;
-      if constexpr (Bits == 4 || Bits == 5 || Bits == 6)
-        for (int i = 0; i < 4; ++i) w4[i] = V::load(rec + lay.p4 + (4 * u + i) * 64 + h * (64 / kH));
-      if constexpr (Bits == 2 || Bits == 3 || Bits == 6)
-        for (int i = 0; i < 2; ++i) h2[i] = V::load(rec + lay.p2 + (2 * u + i) * 64 + h * (64 / kH));
-      if constexpr (Bits == 3 || Bits == 5) h1 = V::load(rec + lay.p1 + u * 64 + h * (64 / kH));
+      iv w4[4], h2[2], h1 = V::zero();
+      load_planes<V, Bits>(rec, lay, u, h, w4, h2, h1);
+      // Sub-scales of the unit's one (32-element sub-blocks) or two (16-element) sub-blocks.
+      iv sc[2];
+      if constexpr (SubElems > 0)
+        for (int i = 0; i < 32 / SubElems; ++i)
+          sc[i] = V::scale_row(rec + lay.sub + (32 * u / SubElems + i) * kTileCols +
+                               h * (kTileCols / kH));
       [&]<int... J>(std::integer_sequence<int, J...>) {
         (
             [&] {
               const int64_t kp = 16 * u + J;
-              iv c;
-              if constexpr (Bits == 8) {
-                c = V::p8_row(rec + lay.p8 + kp * 32 + h * (32 / kH));
-              } else if constexpr (Bits == 2) {
-                c = crumb_to<V, J % 8, 0>(h2[J / 8]);
-              } else if constexpr (Bits == 3) {
-                c = V::or_(crumb_to<V, J % 8, 0>(h2[J / 8]), bit_to<V, J, 2>(h1));
-              } else {
-                c = nib<V, J % 4>(w4[J / 4]);
-                if constexpr (Bits == 5) c = V::or_(c, bit_to<V, J, 4>(h1));
-                if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, J % 8, 4>(h2[J / 8]));
-              }
+              iv c = code_vec<V, Bits, J>(w4, h2, h1, rec + lay.p8 + kp * 32 + h * (32 / kH));
               if constexpr (Codebook) {
                 c = V::sub16(V::lut(lut, V::or_(c, hi_byte)), off);
-              } else if constexpr (Bits != 8) {
+              } else if constexpr (Offset != 0) {
                 c = V::sub16(c, off);
               }
-              if constexpr (SubElems > 0) {
-                const int64_t s = (2 * kp) / SubElems;
-                c = V::mullo16(c, V::scale_row(rec + lay.sub + s * kTileCols + h * (kTileCols / kH)));
-              }
+              if constexpr (SubElems > 0) c = V::mullo16(c, sc[(2 * J) / SubElems]);
               V::store(wbuf + kp * kLanes + h * (kLanes / kH), c);
             }(),
             ...);
@@ -117,18 +135,18 @@ void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, 
             float* d, float* dm, int32_t* mins) {
   const QuantTraits& t = quant_traits(type);
   switch (type) {
-    case DType::kQ4_0: decode_values<V, 4, false, 0>(rec, lay, e, 8, wbuf); break;
-    case DType::kQ4_1: decode_values<V, 4, false, 0>(rec, lay, e, 0, wbuf); break;
-    case DType::kQ5_0: decode_values<V, 5, false, 0>(rec, lay, e, 16, wbuf); break;
-    case DType::kQ5_1: decode_values<V, 5, false, 0>(rec, lay, e, 0, wbuf); break;
-    case DType::kQ8_0: decode_values<V, 8, false, 0>(rec, lay, e, 0, wbuf); break;
-    case DType::kIQ4_NL: decode_values<V, 4, true, 0>(rec, lay, e, 0, wbuf); break;
-    case DType::kQ2_K: decode_values<V, 2, false, 16>(rec, lay, e, 0, wbuf); break;
-    case DType::kQ3_K: decode_values<V, 3, false, 16>(rec, lay, e, 4, wbuf); break;
-    case DType::kQ4_K: decode_values<V, 4, false, 32>(rec, lay, e, 0, wbuf); break;
-    case DType::kQ5_K: decode_values<V, 5, false, 32>(rec, lay, e, 0, wbuf); break;
-    case DType::kQ6_K: decode_values<V, 6, false, 16>(rec, lay, e, 32, wbuf); break;
-    case DType::kIQ4_XS: decode_values<V, 4, true, 32>(rec, lay, e, 0, wbuf); break;
+    case DType::kQ4_0: decode_values<V, 4, false, 0, 8>(rec, lay, e, wbuf); break;
+    case DType::kQ4_1: decode_values<V, 4, false, 0, 0>(rec, lay, e, wbuf); break;
+    case DType::kQ5_0: decode_values<V, 5, false, 0, 16>(rec, lay, e, wbuf); break;
+    case DType::kQ5_1: decode_values<V, 5, false, 0, 0>(rec, lay, e, wbuf); break;
+    case DType::kQ8_0: decode_values<V, 8, false, 0, 0>(rec, lay, e, wbuf); break;
+    case DType::kIQ4_NL: decode_values<V, 4, true, 0, 0>(rec, lay, e, wbuf); break;
+    case DType::kQ2_K: decode_values<V, 2, false, 16, 0>(rec, lay, e, wbuf); break;
+    case DType::kQ3_K: decode_values<V, 3, false, 16, 4>(rec, lay, e, wbuf); break;
+    case DType::kQ4_K: decode_values<V, 4, false, 32, 0>(rec, lay, e, wbuf); break;
+    case DType::kQ5_K: decode_values<V, 5, false, 32, 0>(rec, lay, e, wbuf); break;
+    case DType::kQ6_K: decode_values<V, 6, false, 16, 32>(rec, lay, e, wbuf); break;
+    case DType::kIQ4_XS: decode_values<V, 4, true, 32, 0>(rec, lay, e, wbuf); break;
     default: LLMS_CHECK(false, "qgemm decode: {}", dtype_name(type));
   }
   constexpr int kH = V::kHalves;
@@ -257,6 +275,159 @@ void chunk(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t
 }
 
 // ------------------------------------------------------------------------------------------
+// Fused small-M kernel: the record decoded in registers straight into the dot products (no
+// int16 buffer), for calls whose rows fit one micro-kernel. The integer sums equal the
+// buffered path's exactly: sub-scales are applied to each sub-block's int32 partial sums
+// (isum_s * sc) instead of to the weights, and offsets as - offset * sum(a) corrections.
+
+/// The plane vectors of one unit (see code_vec) and what the k-pair dots read.
+template <class V>
+struct UnitPlanes {
+  typename V::iv w4[4], h2[2], h1;
+  const uint8_t* p8;        // the unit's 8-bit codes, this half
+  typename V::iv lut, hi_byte, off128;
+};
+
+/// part[r] += codes of k-pair KJ (of the unit) * activation pair, for every row.
+template <class V, int Bits, bool Codebook, int MR, int KJ>
+inline void kpair_dot(const UnitPlanes<V>& p, const int16_t* const* qa, typename V::iv* part) {
+  constexpr int kH = V::kHalves;
+  typename V::iv c = code_vec<V, Bits, KJ>(p.w4, p.h2, p.h1, p.p8 + KJ * 32);
+  if constexpr (Codebook) c = V::sub16(V::lut(p.lut, V::or_(c, p.hi_byte)), p.off128);
+  (void)kH;
+  for (int r = 0; r < MR; ++r) part[r] = V::madd_acc(part[r], c, V::bcast_pair(qa[r] + 2 * KJ));
+}
+
+template <class V, int Bits, bool Codebook, int MR, int First, int... J>
+inline void kpair_dots(std::integer_sequence<int, J...>, const UnitPlanes<V>& p,
+                       const int16_t* const* qa, typename V::iv* part) {
+  (kpair_dot<V, Bits, Codebook, MR, First + J>(p, qa, part), ...);
+}
+
+template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
+          bool StoredMins, int MR>
+void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
+                  const RecordLayout& lay, float* facc) {
+  using iv = typename V::iv;
+  using fv = typename V::fv;
+  constexpr int kH = V::kHalves;
+  constexpr int kUnitsPerBlock = BlockElems / kUnit;
+  constexpr int kSubs = SubElems > 0 ? kUnit / SubElems : 1;  // sub-blocks per unit
+  constexpr int kKpPerSub = 16 / kSubs;
+  constexpr int kSubElemsUnit = kUnit / kSubs;
+  UnitPlanes<V> p;
+  p.lut = V::load(iq4_lut_u8());
+  p.hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
+  p.off128 = V::set1_16(128);
+  p.h1 = V::zero();
+  const int64_t chunk = k0 / kChunk;
+  const int16_t* qa[MR];
+  const int32_t* bs[MR];
+  fv s[MR];
+  for (int r = 0; r < MR; ++r) {
+    bs[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
+    s[r] = V::set1f(a.s[(row0 + r) * a.chunks + chunk]);
+  }
+  for (int h = 0; h < kH; ++h) {
+    iv acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = V::zero();
+    for (int64_t u = 0; u < e / kUnit; ++u) {
+      load_planes<V, Bits>(rec, lay, u, h, p.w4, p.h2, p.h1);
+      p.p8 = rec + lay.p8 + 16 * u * 32 + h * (32 / kH);
+      for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + 32 * u;
+      for (int sb = 0; sb < kSubs; ++sb) {
+        iv part[MR];
+        for (int r = 0; r < MR; ++r) part[r] = V::zero();
+        if (sb == 0)
+          kpair_dots<V, Bits, Codebook, MR, 0>(std::make_integer_sequence<int, kKpPerSub>{}, p,
+                                               qa, part);
+        else if constexpr (kSubs == 2)
+          kpair_dots<V, Bits, Codebook, MR, kKpPerSub>(std::make_integer_sequence<int, kKpPerSub>{},
+                                                       p, qa, part);
+        // The sub-block's elements: [at, at + kSubElemsUnit) of the chunk.
+        const int64_t at = 32 * u + sb * kSubElemsUnit;
+        for (int r = 0; r < MR; ++r) {
+          if constexpr (Offset != 0) {
+            int32_t sum = 0;
+            for (int i = 0; i < kSubElemsUnit / 16; ++i) sum += bs[r][at / 16 + i];
+            part[r] = V::sub32(part[r], V::set1_32(Offset * sum));
+          }
+          if constexpr (SubElems > 0)
+            part[r] = V::mullo32(part[r], V::scale_row32(rec + lay.sub + (at / SubElems) * kTileCols +
+                                                         h * (kTileCols / kH)));
+          acc[r] = V::add32(acc[r], part[r]);
+        }
+      }
+      if ((u + 1) % kUnitsPerBlock != 0) continue;
+      // End of a scale block: the float steps, exactly as chunk_kernel's.
+      const int64_t b = u / kUnitsPerBlock;
+      const fv d = V::halves_row(rec + lay.d + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
+      for (int r = 0; r < MR; ++r) {
+        float* f = facc + r * kTileCols + h * V::kCols;
+        fv acc_f = V::fmaf(V::cvt(acc[r]), V::mulf(d, s[r]), V::loadf(f));
+        if constexpr (MinSub > 0) {
+          iv mn;
+          const int64_t at = k0 + b * BlockElems;
+          if constexpr (StoredMins) {
+            mn = V::zero();
+            for (int j = 0; j < BlockElems / MinSub; ++j)
+              mn = V::add32(mn, V::mullo32(V::min_row(rec + lay.min +
+                                                      (b * BlockElems / MinSub + j) * kTileCols +
+                                                      h * (kTileCols / kH)),
+                                           V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
+          } else {
+            mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));
+          }
+          const fv dm = V::halves_row(rec + lay.dm + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
+          acc_f = V::fmaf(V::cvt(mn), V::mulf(dm, s[r]), acc_f);
+        }
+        V::storef(f, acc_f);
+        acc[r] = V::zero();
+      }
+    }
+  }
+}
+
+template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
+          bool StoredMins>
+void fused_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
+                const RecordLayout& lay, float* facc) {
+  switch (mr) {
+#define LLMS_QFR(R)                                                                          \
+  case R:                                                                                    \
+    if constexpr (R <= V::kMaxMr)                                                            \
+      return fused_kernel<V, Bits, Codebook, SubElems, Offset, BlockElems, MinSub, StoredMins, \
+                          R>(a, row0, k0, e, rec, lay, facc);                                \
+    break;
+    LLMS_QFR(1) LLMS_QFR(2) LLMS_QFR(3) LLMS_QFR(4) LLMS_QFR(5) LLMS_QFR(6) LLMS_QFR(7)
+    LLMS_QFR(8)
+#undef LLMS_QFR
+    default: break;
+  }
+  LLMS_CHECK(false, "qgemm fused: mr {} > {}", mr, V::kMaxMr);
+}
+
+template <class V>
+void fused(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+           const uint8_t* rec, const RecordLayout& lay, float* facc) {
+  switch (type) {
+    case DType::kQ4_0: return fused_rows<V, 4, false, 0, 8, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ4_1: return fused_rows<V, 4, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ5_0: return fused_rows<V, 5, false, 0, 16, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ5_1: return fused_rows<V, 5, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ8_0: return fused_rows<V, 8, false, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kIQ4_NL: return fused_rows<V, 4, true, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ2_K: return fused_rows<V, 2, false, 16, 0, 256, 16, true>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ3_K: return fused_rows<V, 3, false, 16, 4, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ4_K: return fused_rows<V, 4, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ5_K: return fused_rows<V, 5, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ6_K: return fused_rows<V, 6, false, 16, 32, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kIQ4_XS: return fused_rows<V, 4, true, 32, 0, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    default: LLMS_CHECK(false, "qgemm fused: {}", dtype_name(type));
+  }
+}
+
+// ------------------------------------------------------------------------------------------
 // Activation quantization (qgemm.h step 1), bit for bit quantize_acts_ref.
 
 template <class V>
@@ -275,7 +446,7 @@ void quantize(const float* x, int64_t r0, int64_t r1, const QActs& a) {
 
 template <class V>
 const QKernels& make_kernels(const char* name) {
-  static const QKernels k{name, V::kMaxMr, quantize<V>, decode<V>, chunk<V>};
+  static const QKernels k{name, V::kMaxMr, quantize<V>, decode<V>, chunk<V>, fused<V>};
   return k;
 }
 
