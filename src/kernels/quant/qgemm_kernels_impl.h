@@ -25,18 +25,22 @@
 namespace llmserve::qgemm {
 namespace {
 
+// The decode helpers must melt into the kernels' loops (a call would spill the plane
+// vectors to the stack and cost a vzeroupper per k-pair group).
+#define LLMS_QINLINE inline __attribute__((always_inline))
+
 // ------------------------------------------------------------------------------------------
 // Decode: one (tile, chunk) record -> int16 weights (value * sub_scale) per k-pair.
 
 template <class V, int J>
-typename V::iv nib(typename V::iv w) {  // nibble J (0..3) of each 16-bit lane
+LLMS_QINLINE typename V::iv nib(typename V::iv w) {  // nibble J (0..3) of each 16-bit lane
   if constexpr (J == 3) return V::template srli<12>(w);
   else if constexpr (J == 0) return V::and_(w, V::set1_16(0xF));
   else return V::and_(V::template srli<4 * J>(w), V::set1_16(0xF));
 }
 /// Bit J of each lane moved to bit `To`.
 template <class V, int J, int To>
-typename V::iv bit_to(typename V::iv h) {
+LLMS_QINLINE typename V::iv bit_to(typename V::iv h) {
   const auto mask = V::set1_16(static_cast<int16_t>(1 << To));
   if constexpr (J < To) return V::and_(V::template slli<To - J>(h), mask);
   else if constexpr (J == To) return V::and_(h, mask);
@@ -44,7 +48,7 @@ typename V::iv bit_to(typename V::iv h) {
 }
 /// Bits 2J..2J+1 of each lane moved to bits To..To+1.
 template <class V, int J, int To>
-typename V::iv crumb_to(typename V::iv h) {
+LLMS_QINLINE typename V::iv crumb_to(typename V::iv h) {
   const auto mask = V::set1_16(static_cast<int16_t>(3 << To));
   if constexpr (2 * J < To) return V::and_(V::template slli<To - 2 * J>(h), mask);
   else if constexpr (2 * J == To) return V::and_(h, mask);
@@ -66,7 +70,7 @@ inline const uint8_t* iq4_lut_u8() {
 /// The stored codes of k-pair J (0..15) of a 32-element unit, as 16-bit lanes: from the
 /// unit's plane vectors (w4: 4-bit, h2: 2-bit, h1: 1-bit) or, for 8-bit codes, from `p8`.
 template <class V, int Bits, int J>
-typename V::iv code_vec(const typename V::iv* w4, const typename V::iv* h2,
+LLMS_QINLINE typename V::iv code_vec(const typename V::iv* w4, const typename V::iv* h2,
                         const typename V::iv& h1, const uint8_t* p8) {
   if constexpr (Bits == 8) {
     return V::p8_row(p8);
@@ -84,7 +88,7 @@ typename V::iv code_vec(const typename V::iv* w4, const typename V::iv* h2,
 
 /// Loads the plane vectors of unit u, half h (see code_vec).
 template <class V, int Bits>
-void load_planes(const uint8_t* rec, const RecordLayout& lay, int64_t u, int h,
+LLMS_QINLINE void load_planes(const uint8_t* rec, const RecordLayout& lay, int64_t u, int h,
                  typename V::iv* w4, typename V::iv* h2, typename V::iv& h1) {
   constexpr int kH = V::kHalves;
   if constexpr (Bits == 4 || Bits == 5 || Bits == 6)
@@ -172,7 +176,7 @@ void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, 
 /// Sum of the activation codes of min sub-block `j` (MinSub elements) starting at element
 /// `at` of row r.
 template <int MinSub>
-inline int32_t bsum(const QActs& a, int64_t r, int64_t at) {
+LLMS_QINLINE int32_t bsum(const QActs& a, int64_t r, int64_t at) {
   const int32_t* b = a.bsum16 + r * (a.k / 16) + at / 16;
   if constexpr (MinSub == 16) return b[0];
   else return b[0] + b[1];
@@ -280,28 +284,42 @@ void chunk(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t
 // buffered path's exactly: sub-scales are applied to each sub-block's int32 partial sums
 // (isum_s * sc) instead of to the weights, and offsets as - offset * sum(a) corrections.
 
-/// The plane vectors of one unit (see code_vec) and what the k-pair dots read.
+/// Constants of the codebook lookup (IQ4_NL / IQ4_XS).
 template <class V>
-struct UnitPlanes {
-  typename V::iv w4[4], h2[2], h1;
-  const uint8_t* p8;        // the unit's 8-bit codes, this half
+struct LutConsts {
   typename V::iv lut, hi_byte, off128;
 };
 
-/// part[r] += codes of k-pair KJ (of the unit) * activation pair, for every row.
+/// part[r] += codes of k-pair KJ of a unit (planes passed by value, so they stay in
+/// registers) * activation pair, for every row.
 template <class V, int Bits, bool Codebook, int MR, int KJ>
-inline void kpair_dot(const UnitPlanes<V>& p, const int16_t* const* qa, typename V::iv* part) {
-  constexpr int kH = V::kHalves;
-  typename V::iv c = code_vec<V, Bits, KJ>(p.w4, p.h2, p.h1, p.p8 + KJ * 32);
-  if constexpr (Codebook) c = V::sub16(V::lut(p.lut, V::or_(c, p.hi_byte)), p.off128);
-  (void)kH;
+LLMS_QINLINE void kpair_dot(typename V::iv w4, typename V::iv h2, typename V::iv h1,
+                            const uint8_t* p8, const LutConsts<V>& lc,
+                            const int16_t* const* qa, typename V::iv* part) {
+  typename V::iv c;
+  if constexpr (Bits == 8) {
+    c = V::p8_row(p8 + KJ * 32);
+  } else if constexpr (Bits == 2) {
+    c = crumb_to<V, KJ % 8, 0>(h2);
+  } else if constexpr (Bits == 3) {
+    c = V::or_(crumb_to<V, KJ % 8, 0>(h2), bit_to<V, KJ, 2>(h1));
+  } else {
+    c = nib<V, KJ % 4>(w4);
+    if constexpr (Bits == 5) c = V::or_(c, bit_to<V, KJ, 4>(h1));
+    if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, KJ % 8, 4>(h2));
+  }
+  if constexpr (Codebook) c = V::sub16(V::lut(lc.lut, V::or_(c, lc.hi_byte)), lc.off128);
   for (int r = 0; r < MR; ++r) part[r] = V::madd_acc(part[r], c, V::bcast_pair(qa[r] + 2 * KJ));
 }
 
 template <class V, int Bits, bool Codebook, int MR, int First, int... J>
-inline void kpair_dots(std::integer_sequence<int, J...>, const UnitPlanes<V>& p,
-                       const int16_t* const* qa, typename V::iv* part) {
-  (kpair_dot<V, Bits, Codebook, MR, First + J>(p, qa, part), ...);
+LLMS_QINLINE void kpair_dots(std::integer_sequence<int, J...>, const typename V::iv* w4,
+                             const typename V::iv* h2, typename V::iv h1, const uint8_t* p8,
+                             const LutConsts<V>& lc, const int16_t* const* qa,
+                             typename V::iv* part) {
+  (kpair_dot<V, Bits, Codebook, MR, First + J>(w4[(First + J) / 4], h2[(First + J) / 8], h1, p8,
+                                                lc, qa, part),
+   ...);
 }
 
 template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
@@ -315,11 +333,10 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
   constexpr int kSubs = SubElems > 0 ? kUnit / SubElems : 1;  // sub-blocks per unit
   constexpr int kKpPerSub = 16 / kSubs;
   constexpr int kSubElemsUnit = kUnit / kSubs;
-  UnitPlanes<V> p;
-  p.lut = V::load(iq4_lut_u8());
-  p.hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
-  p.off128 = V::set1_16(128);
-  p.h1 = V::zero();
+  LutConsts<V> lc;
+  lc.lut = V::load(iq4_lut_u8());
+  lc.hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
+  lc.off128 = V::set1_16(128);
   const int64_t chunk = k0 / kChunk;
   const int16_t* qa[MR];
   const int32_t* bs[MR];
@@ -332,18 +349,21 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
     iv acc[MR];
     for (int r = 0; r < MR; ++r) acc[r] = V::zero();
     for (int64_t u = 0; u < e / kUnit; ++u) {
-      load_planes<V, Bits>(rec, lay, u, h, p.w4, p.h2, p.h1);
-      p.p8 = rec + lay.p8 + 16 * u * 32 + h * (32 / kH);
+      iv w4[4], h2[2], h1 = V::zero();
+      if constexpr (!(Bits == 4 || Bits == 5 || Bits == 6)) w4[0] = w4[1] = w4[2] = w4[3] = h1;
+      if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
+      load_planes<V, Bits>(rec, lay, u, h, w4, h2, h1);
+      const uint8_t* p8 = rec + lay.p8 + 16 * u * 32 + h * (32 / kH);
       for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + 32 * u;
       for (int sb = 0; sb < kSubs; ++sb) {
         iv part[MR];
         for (int r = 0; r < MR; ++r) part[r] = V::zero();
         if (sb == 0)
-          kpair_dots<V, Bits, Codebook, MR, 0>(std::make_integer_sequence<int, kKpPerSub>{}, p,
-                                               qa, part);
+          kpair_dots<V, Bits, Codebook, MR, 0>(std::make_integer_sequence<int, kKpPerSub>{}, w4,
+                                               h2, h1, p8, lc, qa, part);
         else if constexpr (kSubs == 2)
           kpair_dots<V, Bits, Codebook, MR, kKpPerSub>(std::make_integer_sequence<int, kKpPerSub>{},
-                                                       p, qa, part);
+                                                       w4, h2, h1, p8, lc, qa, part);
         // The sub-block's elements: [at, at + kSubElemsUnit) of the chunk.
         const int64_t at = 32 * u + sb * kSubElemsUnit;
         for (int r = 0; r < MR; ++r) {
@@ -449,6 +469,8 @@ const QKernels& make_kernels(const char* name) {
   static const QKernels k{name, V::kMaxMr, quantize<V>, decode<V>, chunk<V>, fused<V>};
   return k;
 }
+
+#undef LLMS_QINLINE
 
 }  // namespace
 }  // namespace llmserve::qgemm
