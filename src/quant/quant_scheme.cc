@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <numeric>
 
 namespace llmserve {
@@ -107,9 +108,25 @@ std::optional<QuantScheme> find_quantization_flag(std::string_view value) {
   return std::nullopt;
 }
 
+namespace {
+constexpr const char* kPureValues[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
+constexpr const char* kMixValues[] = {"q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m"};
+}  // namespace
+
+std::vector<std::string> quantization_flag_values() {
+  std::vector<std::string> v(std::begin(kPureValues), std::end(kPureValues));
+  v.insert(v.end(), std::begin(kMixValues), std::end(kMixValues));
+  return v;
+}
+
 std::string quantization_flag_names() {
-  return "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (that type for every weight matrix), "
-         "q4_k_s, q4_k_m, q5_k_s, q5_k_m (llama-quantize's mixes)";
+  auto join = [](const auto& list) {
+    std::string s;
+    for (const char* v : list) s += (s.empty() ? "" : ", ") + std::string(v);
+    return s;
+  };
+  return join(kPureValues) + " (that type for every weight matrix), " + join(kMixValues) +
+         " (llama-quantize's mixes)";
 }
 
 bool tensor_is_quantizable(const QuantTensor& t) {

@@ -54,7 +54,10 @@ std::string quant_scheme_names();
 /// q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k means that type for every weight matrix (pure);
 /// q4_k_s, q4_k_m, q5_k_s, q5_k_m are llama-quantize's mixes. nullopt for anything else.
 std::optional<QuantScheme> find_quantization_flag(std::string_view value);
-/// "q8_0, q4_0, ..." for error messages.
+/// Every value find_quantization_flag accepts, pure types first.
+std::vector<std::string> quantization_flag_values();
+/// "q8_0, q4_0, ... (that type for every weight matrix), q4_k_s, ... (llama-quantize's
+/// mixes)" for help texts and error messages.
 std::string quantization_flag_names();
 
 /// What the rules need to know about the model (llama-quant.cpp reads the same from the
