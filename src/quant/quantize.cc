@@ -67,19 +67,23 @@ void q8_0_block(const float* x, BlockQ8_0& b) {
   symmetric_block(x, -127, 127, b.qs, &b.d);  // +-127 as ggml: int8 dot kernels negate codes
 }
 
-void q4_0_block(const float* x, BlockQ4_0& b) {
+/// Q4_0 / Q5_0 codes of `bits` bits: q in [-2^(bits-1), 2^(bits-1) - 1] stored as q + 2^(bits-1).
+void offset_codes(const float* x, int bits, uint8_t* u, uint16_t* d_bits) {
+  const int half = 1 << (bits - 1);
   int8_t q[kQK];
+  symmetric_block(x, -half, half - 1, q, d_bits);
+  for (int i = 0; i < kQK; ++i) u[i] = static_cast<uint8_t>(q[i] + half);
+}
+
+void q4_0_block(const float* x, BlockQ4_0& b) {
   uint8_t u[kQK];
-  symmetric_block(x, -8, 7, q, &b.d);
-  for (int i = 0; i < kQK; ++i) u[i] = static_cast<uint8_t>(q[i] + 8);
+  offset_codes(x, 4, u, &b.d);
   pack_nibbles32(u, b.qs);
 }
 
 void q5_0_block(const float* x, BlockQ5_0& b) {
-  int8_t q[kQK];
   uint8_t u[kQK];
-  symmetric_block(x, -16, 15, q, &b.d);
-  for (int i = 0; i < kQK; ++i) u[i] = static_cast<uint8_t>(q[i] + 16);
+  offset_codes(x, 5, u, &b.d);
   pack_nibbles32(u, b.qs);
   pack_high_bits32(u, b.qh);
 }
@@ -236,20 +240,21 @@ void pack_nibbles256(const uint8_t* q, uint8_t* qs) {
       qs[32 * c + l] = static_cast<uint8_t>((q[64 * c + l] & 0xF) | (q[64 * c + 32 + l] & 0xF) << 4);
 }
 
-void q4_k_block(const float* x, BlockQ4_K& b) {
-  const AffineK k = fit_affine_k(x, 15, -1.0f, 20);
+/// The fields Q4_K and Q5_K share (d, dmin, scales, low nibbles) of a fitted super-block.
+template <typename B>
+AffineK affine_k_block(const float* x, int qmax, float rmin, int nstep, B& b) {
+  const AffineK k = fit_affine_k(x, qmax, rmin, nstep);
   b.d = f16_bits(k.d);
   b.dmin = f16_bits(k.dmin);
   pack_scales_k4(k.sc, k.mn, b.scales);
   pack_nibbles256(k.q, b.qs);
+  return k;
 }
 
+void q4_k_block(const float* x, BlockQ4_K& b) { affine_k_block(x, 15, -1.0f, 20, b); }
+
 void q5_k_block(const float* x, BlockQ5_K& b) {
-  const AffineK k = fit_affine_k(x, 31, -0.5f, 15);
-  b.d = f16_bits(k.d);
-  b.dmin = f16_bits(k.dmin);
-  pack_scales_k4(k.sc, k.mn, b.scales);
-  pack_nibbles256(k.q, b.qs);
+  const AffineK k = affine_k_block(x, 31, -0.5f, 15, b);
   std::memset(b.qh, 0, sizeof(b.qh));
   for (int e = 0; e < kQK_K; ++e) b.qh[e % 32] |= static_cast<uint8_t>(((k.q[e] >> 4) & 1) << (e / 32));
 }
