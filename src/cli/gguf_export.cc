@@ -29,6 +29,18 @@ Expected<json> read_json(const fs::path& p) {
   return j;
 }
 
+/// j[key] when it is a string (else `fallback`: absent, null or another type).
+std::string string_or(const json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+/// j[key] when it is a boolean, else `fallback`.
+bool bool_or(const json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
 /// "a b" or ["a", "b"] (tokenizers >= 0.20 writes pairs) -> "ab".
 std::optional<std::string> merged_piece(const json& m) {
   if (m.is_string()) {
@@ -98,8 +110,10 @@ Status add_hf_tokenizer_metadata(GgufWriter& w, const ModelFile& file,
                     "of the same vocabulary whose tokenizer.* metadata is copied)", file.path());
   const fs::path tj = file.tokenizer_json_path();
   LLMS_ASSIGN_OR_RETURN(json tok, read_json(tj));
-  const json& model = tok.value("model", json::object());
-  if (model.value("type", "") != "BPE" || !model.value("byte_fallback", false))
+  if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object())
+    return InvalidArgument("{}: no \"model\" object", tj.string());
+  const json& model = tok["model"];
+  if (string_or(model, "type", "") != "BPE" || !bool_or(model, "byte_fallback", false))
     return Unimplemented("{}: only SentencePiece-style BPE tokenizers (byte_fallback) are "
                          "converted to GGUF metadata; a byte-level BPE needs llama.cpp's "
                          "pre-tokenizer name: pass --tokenizer FILE.gguf", tj.string());
@@ -122,7 +136,7 @@ Status add_hf_tokenizer_metadata(GgufWriter& w, const ModelFile& file,
     return Status::Ok();
   };
   static const std::regex kBytePiece("<0x[0-9A-Fa-f]{2}>");
-  const std::string unk = model.value("unk_token", "");
+  const std::string unk = string_or(model, "unk_token", "");
   for (const auto& [piece, id] : model["vocab"].items()) {
     if (!id.is_number_integer()) return InvalidArgument("{}: model.vocab['{}'] is not an id", tj.string(), piece);
     const int32_t type = piece == unk ? kUnknown
@@ -130,18 +144,25 @@ Status add_hf_tokenizer_metadata(GgufWriter& w, const ModelFile& file,
                                                                : kNormal;
     LLMS_RETURN_IF_ERROR(put(piece, id.get<int64_t>(), type));
   }
-  for (const json& a : tok.value("added_tokens", json::array())) {
-    if (!a.contains("id") || !a.contains("content")) continue;
+  const json added = tok.contains("added_tokens") && tok["added_tokens"].is_array()
+                         ? tok["added_tokens"] : json::array();
+  for (const json& a : added) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+        !a.contains("content") || !a["content"].is_string())
+      return InvalidArgument("{}: added_tokens entries need an integer id and a string content",
+                             tj.string());
     const std::string content = a["content"].get<std::string>();
-    const int32_t type = content == unk ? kUnknown : a.value("special", false) ? kControl
-                                                                                : kUserDefined;
+    const int32_t type = content == unk              ? kUnknown
+                         : bool_or(a, "special", false) ? kControl
+                                                        : kUserDefined;
     LLMS_RETURN_IF_ERROR(put(content, a["id"].get<int64_t>(), type));
   }
   // Scores: llama.cpp's SPM tokenizer merges the adjacent pair whose merged piece scores
   // highest; HF's BPE applies the lowest-ranked merge. Score = -(rank of the first merge that
   // makes the piece) orders them the same; pieces no merge makes never win a merge.
   std::vector<float> scores(pieces.size(), -1e9f);
-  const json& merges = model.value("merges", json::array());
+  const json merges = model.contains("merges") && model["merges"].is_array() ? model["merges"]
+                                                                             : json::array();
   for (size_t r = 0; r < merges.size(); ++r) {
     const std::optional<std::string> m = merged_piece(merges[r]);
     if (!m) return InvalidArgument("{}: merge {} is malformed", tj.string(), r);
@@ -166,12 +187,13 @@ Status add_hf_tokenizer_metadata(GgufWriter& w, const ModelFile& file,
   json cfg = json::object();
   if (fs::exists(dir / "tokenizer_config.json")) {
     LLMS_ASSIGN_OR_RETURN(cfg, read_json(dir / "tokenizer_config.json"));
+    if (!cfg.is_object()) cfg = json::object();
   }
   auto id_of_token = [&](const char* key) -> int64_t {
     if (!cfg.contains(key)) return -1;
     const json& v = cfg[key];
     const std::string s = v.is_string() ? v.get<std::string>()
-                          : v.is_object() ? v.value("content", "") : "";
+                          : v.is_object() ? string_or(v, "content", "") : "";
     auto it = id_of.find(s);
     return it == id_of.end() ? -1 : it->second;
   };
@@ -182,8 +204,8 @@ Status add_hf_tokenizer_metadata(GgufWriter& w, const ModelFile& file,
   if (eos >= 0) w.add_uint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
   if (auto it = id_of.find(unk); !unk.empty() && it != id_of.end())
     w.add_uint32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(it->second));
-  w.add_bool("tokenizer.ggml.add_bos_token", cfg.value("add_bos_token", true));
-  w.add_bool("tokenizer.ggml.add_eos_token", cfg.value("add_eos_token", false));
+  w.add_bool("tokenizer.ggml.add_bos_token", bool_or(cfg, "add_bos_token", true));
+  w.add_bool("tokenizer.ggml.add_eos_token", bool_or(cfg, "add_eos_token", false));
   LLMS_ASSIGN_OR_RETURN(std::optional<std::string> tpl, find_chat_template(file.path()));
   if (tpl) w.add_string("tokenizer.chat_template", *tpl);
   return Status::Ok();

@@ -61,8 +61,9 @@ class ModelFile {
   /// --quantization): same name and shape; from then on find_tensor, tensor and tensors()
   /// return the replacement, and config().weight_dtype follows token_embd.weight as open()
   /// sets it. `data` (kept alive by the ModelFile) holds rows of dtype_row_bytes(dtype,
-  /// shape.back()) bytes. Errors: NotFound (no such tensor), InvalidArgument (`nbytes` does
-  /// not match the shape in that dtype).
+  /// shape.back()) bytes. Call before building a model from the file (models borrow the
+  /// views; replacing a tensor twice frees the first replacement). Errors: NotFound (no such
+  /// tensor), InvalidArgument (`nbytes` does not match the shape in that dtype).
   Status replace_tensor(std::string_view gguf_name, DType dtype, std::shared_ptr<const void> data,
                         size_t nbytes);
 

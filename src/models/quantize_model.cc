@@ -116,9 +116,12 @@ Expected<QuantizationSummary> apply_quantization(ModelFile& file, std::string_vi
     return sum;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  LLMS_ASSIGN_OR_RETURN(std::vector<TensorPlan> plan, plan_model_quantization(file, *scheme));
+  auto planned = plan_model_quantization(file, *scheme);
+  if (!planned.ok())
+    return Status(planned.status().code(),
+                  fmt::format("--quantization {}: {}", value, planned.status().message()));
   std::vector<float> scratch;
-  for (const TensorPlan& p : plan) {
+  for (const TensorPlan& p : *planned) {
     const TensorView& t = *p.tensor;
     if (p.type == t.dtype) continue;
     const int64_t cols = t.shape.back(), rows = t.numel() / cols;
@@ -128,9 +131,11 @@ Expected<QuantizationSummary> apply_quantization(ModelFile& file, std::string_vi
     const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / cols);
     for (int64_t r = 0; r < rows; r += chunk) {
       const int64_t n = std::min(chunk, rows - r);
-      LLMS_RETURN_IF_ERROR(quantize_tensor_rows(t, p.type, r, n, nullptr, scratch,
-                                                buf.get() + r * dtype_row_bytes(p.type, cols),
-                                                pool));
+      Status st = quantize_tensor_rows(t, p.type, r, n, nullptr, scratch,
+                                       buf.get() + r * dtype_row_bytes(p.type, cols), pool);
+      if (!st.ok())
+        return Status(st.code(), fmt::format("--quantization {}: {}: {}", value, file.path(),
+                                             st.message()));
     }
     sum.bytes_before += t.nbytes;
     sum.bytes_after += bytes;

@@ -207,6 +207,27 @@ TEST(QuantizeCli, ErrorsAreOneLineAndExitOne) {
   EXPECT_NE(r.err.find("--type"), std::string::npos) << r.err;
 }
 
+// --quantization through the engine (generate): the start-up line, and a refusal naming the
+// flag when a row length fits no type.
+TEST(QuantizationFlag, GenerateQuantizesAtLoad) {
+  const std::string model = shared("models/stories260K/stories260K.gguf");
+  auto r = run_llmserve("generate " + model + " --quantization q4_k --prompt 'Once upon a time'"
+                        " --max-tokens 8 --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("q4_k: 37 weight matrices -> F16 x5, Q5_0 x32"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("Once upon a time"), std::string::npos) << r.out;
+  r = run_llmserve("generate " + model + " --quantization q8_0 --prompt hi --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("error: --quantization q8_0: " + model +
+                       ": tensor blk.0.ffn_down.weight: rows of 172 values"),
+            std::string::npos) << r.err;
+  r = run_llmserve("generate " + model + " --quantization awq --prompt hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--quantization"), std::string::npos) << r.err;
+}
+
 // DeepSeek-V2 (MLA) from GGUF: 3-D attn_k_b / attn_v_b quantized row by row, rows of 16 and
 // 48 values falling back to F16 (Q8_0 would have no fallback for them: an error, as in
 // llama-quantize), and the result loads in our engine.

@@ -129,9 +129,16 @@ struct Bound {
   double top1_margin;  // ours.top1 >= theirs.top1 - top1_margin
 };
 
+// Measured (mean KL ours / llama-quantize; top-1 ours / llama-quantize): Q8_0 0.000637 /
+// 0.000875, 97.5% / 95.6%; Q4_0 0.1420 / 0.1788, 69.4% / 68.7%; Q4_K_M 0.0970 / 0.1064, 78.1% /
+// 75.0%; Q5_K_M 0.02781 / 0.02775 (a tie: 0.2% above), 87.5% / 86.2%; Q6_K 0.00803 / 0.00863,
+// 96.2% / 93.7%. The bounds allow 5% on KL (for Q5_K_M, where the two are equal) and one
+// position of 160 on top-1 (a kernel change, e.g. the SIMD quantized GEMM, can flip a near-tie).
+constexpr double kOnePosition = 1.0 / 160;
 const std::map<std::string, Bound> kBounds = {
-    {"Q8_0", {1.05, 0.0}}, {"Q4_0", {1.05, 0.0}}, {"Q4_K_M", {1.05, 0.0}},
-    {"Q5_K_M", {1.05, 0.0}}, {"Q6_K", {1.05, 0.0}},
+    {"Q8_0", {1.05, kOnePosition}}, {"Q4_0", {1.05, kOnePosition}},
+    {"Q4_K_M", {1.05, kOnePosition}}, {"Q5_K_M", {1.05, kOnePosition}},
+    {"Q6_K", {1.05, kOnePosition}},
 };
 
 class QuantizeQuality : public ::testing::TestWithParam<std::string> {};
@@ -151,7 +158,7 @@ TEST_P(QuantizeQuality, NoWorseThanLlamaQuantize) {
               100 * t.top1);
   const Bound b = kBounds.at(type);
   EXPECT_LE(o.mean_kl, b.kl_ratio * t.mean_kl) << type;
-  EXPECT_GE(o.top1, t.top1 - b.top1_margin) << type;
+  EXPECT_GE(o.top1 + 1e-9, t.top1 - b.top1_margin) << type;  // 1e-9: fractions of 160 sums
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeQuality,
