@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/logging.h"
+#include "quant/quant_scheme.h"
 
 namespace llmserve::cli {
 
@@ -65,6 +66,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
                  "KV cache element type: auto (the model's weight dtype), f32, bf16 or f16")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "float32", "bfloat16", "float16"}))
       ->capture_default_str();
+  app.add_option("--quantization", c.quantization,
+                 "Quantize f32/f16/bf16 weight matrices at load (norms untouched): " +
+                     quantization_flag_names() + "; an already quantized file must match")
+      ->check(CLI::IsMember(quantization_flag_values()));
   app.add_option("--log-level", v.log_level, "Log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();

@@ -74,6 +74,9 @@ struct EngineConfig {
   int32_t num_threads = 0;      // --threads; 0 = physical cores
   uint64_t seed = 0;            // engine default seed for requests without one
   std::string attention_backend = "flash";  // --attention-backend: flash | naive
+  /// --quantization: quantize float weight matrices at load (models/quantize_model.h: "q8_0",
+  /// "q4_k_m", ...); "" = use the weights as stored.
+  std::string quantization;
   CacheConfig cache;
   SchedulerConfig scheduler;
 

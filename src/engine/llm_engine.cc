@@ -23,6 +23,7 @@
 #include "kernels/quant/qgemm.h"
 #include "kv_cache/kv_cache_manager.h"
 #include "models/model_file.h"
+#include "models/quantize_model.h"
 #include "runner/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -106,6 +107,10 @@ Status EngineCore::init(const EngineConfig& config) {
 
   if (config_.num_threads == 0) config_.num_threads = ThreadPool::physical_cores();
   pool_ = std::make_unique<ThreadPool>(config_.num_threads);
+  if (!config_.quantization.empty()) {
+    LLMS_RETURN_IF_ERROR(
+        apply_quantization(*model_file_, config_.quantization, pool_.get()).status());
+  }
 
   const int32_t bs = config_.cache.block_size;
   const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(mc.default_kv_dtype());
