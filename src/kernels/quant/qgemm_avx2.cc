@@ -18,6 +18,7 @@ struct Avx2Q {
   using fv = __m256;
   static constexpr int kHalves = 2;
   static constexpr int kCols = 8;
+  static constexpr bool kPairTiles = false;  // chunk kernel over two tiles at once
   static constexpr int kMaxMr = 4;
 
   static iv load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }

@@ -23,6 +23,7 @@ struct Avx512Q {
   using fv = __m512;
   static constexpr int kHalves = 1;
   static constexpr int kCols = 16;
+  static constexpr bool kPairTiles = true;  // chunk kernel over two tiles at once
   static constexpr int kMaxMr = 8;
 
   static iv load(const void* p) { return _mm512_loadu_si512(p); }

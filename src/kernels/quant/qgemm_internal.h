@@ -77,6 +77,16 @@ struct QActs {
 /// The scalar definition of step 1 for rows [r0, r1) (the SIMD versions must match it).
 void quantize_acts_ref(const float* x, int64_t r0, int64_t r1, const QActs& a);
 
+/// One tile's decoded chunk and its rows' float accumulators (facc[r][16], row stride 16),
+/// for QKernels::chunk.
+struct TileBufs {
+  const int16_t* wbuf;
+  const float* d;
+  const float* dm;
+  const int32_t* mins;
+  float* facc;
+};
+
 /// What one ISA provides.
 struct QKernels {
   const char* name;
@@ -89,10 +99,10 @@ struct QKernels {
   void (*decode)(DType type, const uint8_t* record, const RecordLayout& lay, int64_t e,
                  int16_t* wbuf, float* d, float* dm, int32_t* mins);
   /// Step 2 for `mr` rows (mr <= max_mr) over one chunk of `e` elements starting at K
-  /// offset k0: facc[r][16] (row stride 16) accumulates every scale block of the chunk.
-  void (*chunk)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
-                const int16_t* wbuf, const float* d, const float* dm, const int32_t* mins,
-                float* facc);
+  /// offset k0, for `nt` (1 or 2) tiles decoded by `decode`: each tile's facc accumulates
+  /// every scale block of the chunk. Two tiles share each activation broadcast.
+  void (*chunk)(DType type, int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const TileBufs* tiles);
   /// decode + chunk in one pass for `mr` <= max_mr rows, reading the record itself (the
   /// small-M path: no int16 buffer). Same results, bit for bit.
   void (*fused)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,

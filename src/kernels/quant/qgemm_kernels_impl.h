@@ -92,8 +92,10 @@ LLMS_QINLINE void load_planes(const uint8_t* rec, const RecordLayout& lay, int64
                  typename V::iv* w4, typename V::iv* h2, typename V::iv& h1) {
   constexpr int kH = V::kHalves;
   if constexpr (Bits == 4 || Bits == 5 || Bits == 6)
+    #pragma GCC unroll 16
     for (int i = 0; i < 4; ++i) w4[i] = V::load(rec + lay.p4 + (4 * u + i) * 64 + h * (64 / kH));
   if constexpr (Bits == 2 || Bits == 3 || Bits == 6)
+    #pragma GCC unroll 16
     for (int i = 0; i < 2; ++i) h2[i] = V::load(rec + lay.p2 + (2 * u + i) * 64 + h * (64 / kH));
   if constexpr (Bits == 3 || Bits == 5) h1 = V::load(rec + lay.p1 + u * 64 + h * (64 / kH));
 }
@@ -106,12 +108,14 @@ void decode_values(const uint8_t* rec, const RecordLayout& lay, int64_t e, int16
   const iv lut = V::load(iq4_lut_u8());
   const iv hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
   for (int64_t u = 0; u < e / kUnit; ++u) {
+    #pragma GCC unroll 16
     for (int h = 0; h < kH; ++h) {
       iv w4[4], h2[2], h1 = V::zero();
       load_planes<V, Bits>(rec, lay, u, h, w4, h2, h1);
       // Sub-scales of the unit's one (32-element sub-blocks) or two (16-element) sub-blocks.
       iv sc[2];
       if constexpr (SubElems > 0)
+        #pragma GCC unroll 16
         for (int i = 0; i < 32 / SubElems; ++i)
           sc[i] = V::scale_row(rec + lay.sub + (32 * u / SubElems + i) * kTileCols +
                                h * (kTileCols / kH));
@@ -156,6 +160,7 @@ void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, 
   constexpr int kH = V::kHalves;
   const int64_t blocks = e / t.block_elems;
   for (int64_t b = 0; b < blocks; ++b)
+    #pragma GCC unroll 16
     for (int h = 0; h < kH; ++h) {
       V::storef(d + b * kTileCols + h * V::kCols,
                 V::halves_row(rec + lay.d + b * kTileCols * 2 + h * (kTileCols * 2 / kH)));
@@ -165,6 +170,7 @@ void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, 
     }
   if (lay.min >= 0)
     for (int64_t s = 0; s < e / t.min_sub; ++s)
+      #pragma GCC unroll 16
       for (int h = 0; h < kH; ++h)
         V::store32(mins + s * kTileCols + h * V::kCols,
                    V::min_row(rec + lay.min + s * kTileCols + h * (kTileCols / kH)));
@@ -182,67 +188,89 @@ LLMS_QINLINE int32_t bsum(const QActs& a, int64_t r, int64_t at) {
   else return b[0] + b[1];
 }
 
-template <class V, int BlockElems, int MinSub, bool StoredMins, int MR>
-void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const int16_t* wbuf,
-                  const float* d, const float* dm, const int32_t* mins, float* facc) {
+template <class V, int BlockElems, int MinSub, bool StoredMins, int MR, int NT>
+void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const TileBufs* tb) {
   using iv = typename V::iv;
   using fv = typename V::fv;
   constexpr int kH = V::kHalves;
   constexpr int kKp = BlockElems / 2;
+  constexpr int kW = NT * kH;  // weight vectors per k-pair
   const int64_t chunk = k0 / kChunk;
+  const int64_t lda = a.k;
   for (int64_t b = 0; b < e / BlockElems; ++b) {
-    iv acc[MR][kH];
-    for (int r = 0; r < MR; ++r)
-      for (int h = 0; h < kH; ++h) acc[r][h] = V::zero();
-    const int16_t* qa[MR];
-    for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + b * BlockElems;
-    const int16_t* wb = wbuf + b * kKp * kLanes;
-#pragma GCC unroll 4
+    // Flat accumulators and one activation base pointer + stride: GCC keeps these in
+    // registers (arrays of pointers and 3-D arrays made it shuffle and spill).
+    iv acc[MR * kW];
+    #pragma GCC unroll 32
+    for (int i = 0; i < MR * kW; ++i) acc[i] = V::zero();
+    const int16_t* qa = a.q + row0 * lda + k0 + b * BlockElems;
+    const int16_t* wb0 = tb[0].wbuf + b * kKp * kLanes;
+    const int16_t* wb1 = tb[NT - 1].wbuf + b * kKp * kLanes;
     for (int kp = 0; kp < kKp; ++kp) {
-      iv w[kH];
-      for (int h = 0; h < kH; ++h) w[h] = V::load(wb + kp * kLanes + h * (kLanes / kH));
+      iv w[kW];
+      #pragma GCC unroll 4
+      for (int h = 0; h < kH; ++h) {
+        w[h] = V::load(wb0 + kp * kLanes + h * (kLanes / kH));
+        if constexpr (NT == 2) w[kH + h] = V::load(wb1 + kp * kLanes + h * (kLanes / kH));
+      }
+      #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r) {
-        const iv av = V::bcast_pair(qa[r] + 2 * kp);
-        for (int h = 0; h < kH; ++h) acc[r][h] = V::madd_acc(acc[r][h], w[h], av);
+        const iv av = V::bcast_pair(qa + r * lda + 2 * kp);
+        #pragma GCC unroll 4
+        for (int j = 0; j < kW; ++j) acc[r * kW + j] = V::madd_acc(acc[r * kW + j], w[j], av);
       }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const fv s = V::set1f(a.s[(row0 + r) * a.chunks + chunk]);
-      for (int h = 0; h < kH; ++h) {
-        float* f = facc + r * kTileCols + h * V::kCols;
-        const fv t = V::mulf(V::loadf(d + b * kTileCols + h * V::kCols), s);
-        fv acc_f = V::fmaf(V::cvt(acc[r][h]), t, V::loadf(f));
-        if constexpr (MinSub > 0) {
-          iv mn;
-          const int64_t at = k0 + b * BlockElems;
-          if constexpr (StoredMins) {
-            mn = V::zero();
-            for (int j = 0; j < BlockElems / MinSub; ++j)
-              mn = V::add32(mn, V::mullo32(V::load32(mins + (b * BlockElems / MinSub + j) *
-                                                                kTileCols + h * V::kCols),
-                                           V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
-          } else {
-            mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));  // Q4_1 / Q5_1: min 1 per block
+      #pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t)
+        #pragma GCC unroll 4
+        for (int h = 0; h < kH; ++h) {
+          float* f = tb[t].facc + r * kTileCols + h * V::kCols;
+          const fv dv = V::mulf(V::loadf(tb[t].d + b * kTileCols + h * V::kCols), s);
+          fv acc_f = V::fmaf(V::cvt(acc[r * kW + t * kH + h]), dv, V::loadf(f));
+          if constexpr (MinSub > 0) {
+            iv mn;
+            const int64_t at = k0 + b * BlockElems;
+            if constexpr (StoredMins) {
+              mn = V::zero();
+              for (int j = 0; j < BlockElems / MinSub; ++j)
+                mn = V::add32(mn, V::mullo32(V::load32(tb[t].mins +
+                                                       (b * BlockElems / MinSub + j) * kTileCols +
+                                                       h * V::kCols),
+                                             V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
+            } else {
+              mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));  // Q4_1 / Q5_1: min 1 per block
+            }
+            const fv t2 = V::mulf(V::loadf(tb[t].dm + b * kTileCols + h * V::kCols), s);
+            acc_f = V::fmaf(V::cvt(mn), t2, acc_f);
           }
-          const fv t2 = V::mulf(V::loadf(dm + b * kTileCols + h * V::kCols), s);
-          acc_f = V::fmaf(V::cvt(mn), t2, acc_f);
+          V::storef(f, acc_f);
         }
-        V::storef(f, acc_f);
-      }
     }
   }
 }
 
 template <class V, int BlockElems, int MinSub, bool StoredMins>
-void chunk_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const int16_t* wbuf,
-                const float* d, const float* dm, const int32_t* mins, float* facc) {
+void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const TileBufs* tb) {
   static_assert(V::kMaxMr == 4 || V::kMaxMr == 8);
+  if (nt == 2 && V::kPairTiles) {
+    if (mr == V::kMaxMr)
+      return chunk_kernel<V, BlockElems, MinSub, StoredMins, V::kMaxMr, 2>(a, row0, k0, e, tb);
+    for (int t = 0; t < 2; ++t) chunk_rows<V, BlockElems, MinSub, StoredMins>(mr, 1, a, row0, k0, e, tb + t);
+    return;
+  }
+  if (nt == 2) {
+    for (int t = 0; t < 2; ++t) chunk_rows<V, BlockElems, MinSub, StoredMins>(mr, 1, a, row0, k0, e, tb + t);
+    return;
+  }
   switch (mr) {
 #define LLMS_QMR(R)                                                                            \
   case R:                                                                                      \
     if constexpr (R <= V::kMaxMr)                                                              \
-      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R>(a, row0, k0, e, wbuf, d, dm,  \
-                                                                mins, facc);               \
+      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R, 1>(a, row0, k0, e, tb);         \
     break;
     LLMS_QMR(1) LLMS_QMR(2) LLMS_QMR(3) LLMS_QMR(4) LLMS_QMR(5) LLMS_QMR(6) LLMS_QMR(7)
     LLMS_QMR(8)
@@ -253,27 +281,26 @@ void chunk_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, con
 }
 
 template <class V>
-void chunk(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
-           const int16_t* wbuf, const float* d, const float* dm, const int32_t* mins,
-           float* facc) {
+void chunk(DType type, int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+           const TileBufs* tb) {
   switch (type) {
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kQ8_0:
     case DType::kIQ4_NL:
-      return chunk_rows<V, 32, 0, false>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+      return chunk_rows<V, 32, 0, false>(mr, nt, a, row0, k0, e, tb);
     case DType::kQ4_1:
     case DType::kQ5_1:
-      return chunk_rows<V, 32, 32, false>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+      return chunk_rows<V, 32, 32, false>(mr, nt, a, row0, k0, e, tb);
     case DType::kQ2_K:
-      return chunk_rows<V, 256, 16, true>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+      return chunk_rows<V, 256, 16, true>(mr, nt, a, row0, k0, e, tb);
     case DType::kQ4_K:
     case DType::kQ5_K:
-      return chunk_rows<V, 256, 32, true>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+      return chunk_rows<V, 256, 32, true>(mr, nt, a, row0, k0, e, tb);
     case DType::kQ3_K:
     case DType::kQ6_K:
     case DType::kIQ4_XS:
-      return chunk_rows<V, 256, 0, false>(mr, a, row0, k0, e, wbuf, d, dm, mins, facc);
+      return chunk_rows<V, 256, 0, false>(mr, nt, a, row0, k0, e, tb);
     default: LLMS_CHECK(false, "qgemm chunk: {}", dtype_name(type));
   }
 }
@@ -290,9 +317,10 @@ struct LutConsts {
   typename V::iv lut, hi_byte, off128;
 };
 
-/// part[r] += codes of k-pair KJ of a unit (planes passed by value, so they stay in
-/// registers) * activation pair, for every row.
-template <class V, int Bits, bool Codebook, int MR, int KJ>
+/// part[r][KJ % Chains] += codes of k-pair KJ of a unit (planes passed by value, so they stay
+/// in registers) * activation pair, for every row. Chains > 1 gives few-row calls
+/// independent accumulators, so the dot products do not wait on each other's latency.
+template <class V, int Bits, bool Codebook, int MR, int Chains, int KJ>
 LLMS_QINLINE void kpair_dot(typename V::iv w4, typename V::iv h2, typename V::iv h1,
                             const uint8_t* p8, const LutConsts<V>& lc,
                             const int16_t* const* qa, typename V::iv* part) {
@@ -309,16 +337,20 @@ LLMS_QINLINE void kpair_dot(typename V::iv w4, typename V::iv h2, typename V::iv
     if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, KJ % 8, 4>(h2));
   }
   if constexpr (Codebook) c = V::sub16(V::lut(lc.lut, V::or_(c, lc.hi_byte)), lc.off128);
-  for (int r = 0; r < MR; ++r) part[r] = V::madd_acc(part[r], c, V::bcast_pair(qa[r] + 2 * KJ));
+  #pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    typename V::iv& p = part[r * Chains + KJ % Chains];
+    p = V::madd_acc(p, c, V::bcast_pair(qa[r] + 2 * KJ));
+  }
 }
 
-template <class V, int Bits, bool Codebook, int MR, int First, int... J>
+template <class V, int Bits, bool Codebook, int MR, int Chains, int First, int... J>
 LLMS_QINLINE void kpair_dots(std::integer_sequence<int, J...>, const typename V::iv* w4,
                              const typename V::iv* h2, typename V::iv h1, const uint8_t* p8,
                              const LutConsts<V>& lc, const int16_t* const* qa,
                              typename V::iv* part) {
-  (kpair_dot<V, Bits, Codebook, MR, First + J>(w4[(First + J) / 4], h2[(First + J) / 8], h1, p8,
-                                                lc, qa, part),
+  (kpair_dot<V, Bits, Codebook, MR, Chains, First + J>(w4[(First + J) / 4],
+                                                        h2[(First + J) / 8], h1, p8, lc, qa, part),
    ...);
 }
 
@@ -333,6 +365,7 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
   constexpr int kSubs = SubElems > 0 ? kUnit / SubElems : 1;  // sub-blocks per unit
   constexpr int kKpPerSub = 16 / kSubs;
   constexpr int kSubElemsUnit = kUnit / kSubs;
+  constexpr int kChains = MR == 1 ? 4 : MR <= 3 ? 2 : 1;  // independent accumulators per row
   LutConsts<V> lc;
   lc.lut = V::load(iq4_lut_u8());
   lc.hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
@@ -341,12 +374,15 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
   const int16_t* qa[MR];
   const int32_t* bs[MR];
   fv s[MR];
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     bs[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
     s[r] = V::set1f(a.s[(row0 + r) * a.chunks + chunk]);
   }
+  #pragma GCC unroll 16
   for (int h = 0; h < kH; ++h) {
     iv acc[MR];
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) acc[r] = V::zero();
     for (int64_t u = 0; u < e / kUnit; ++u) {
       iv w4[4], h2[2], h1 = V::zero();
@@ -354,21 +390,32 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
       if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
       load_planes<V, Bits>(rec, lay, u, h, w4, h2, h1);
       const uint8_t* p8 = rec + lay.p8 + 16 * u * 32 + h * (32 / kH);
+      #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + 32 * u;
       for (int sb = 0; sb < kSubs; ++sb) {
-        iv part[MR];
-        for (int r = 0; r < MR; ++r) part[r] = V::zero();
+        iv part[MR * kChains];
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR * kChains; ++r) part[r] = V::zero();
         if (sb == 0)
-          kpair_dots<V, Bits, Codebook, MR, 0>(std::make_integer_sequence<int, kKpPerSub>{}, w4,
-                                               h2, h1, p8, lc, qa, part);
+          kpair_dots<V, Bits, Codebook, MR, kChains, 0>(std::make_integer_sequence<int, kKpPerSub>{},
+                                                        w4, h2, h1, p8, lc, qa, part);
         else if constexpr (kSubs == 2)
-          kpair_dots<V, Bits, Codebook, MR, kKpPerSub>(std::make_integer_sequence<int, kKpPerSub>{},
-                                                       w4, h2, h1, p8, lc, qa, part);
+          kpair_dots<V, Bits, Codebook, MR, kChains, kKpPerSub>(
+              std::make_integer_sequence<int, kKpPerSub>{}, w4, h2, h1, p8, lc, qa, part);
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {  // the chains' sums (exact integers) into part[r]
+          iv sum = part[r * kChains];
+          #pragma GCC unroll 4
+          for (int c = 1; c < kChains; ++c) sum = V::add32(sum, part[r * kChains + c]);
+          part[r] = sum;
+        }
         // The sub-block's elements: [at, at + kSubElemsUnit) of the chunk.
         const int64_t at = 32 * u + sb * kSubElemsUnit;
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           if constexpr (Offset != 0) {
             int32_t sum = 0;
+            #pragma GCC unroll 16
             for (int i = 0; i < kSubElemsUnit / 16; ++i) sum += bs[r][at / 16 + i];
             part[r] = V::sub32(part[r], V::set1_32(Offset * sum));
           }
@@ -382,6 +429,7 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
       // End of a scale block: the float steps, exactly as chunk_kernel's.
       const int64_t b = u / kUnitsPerBlock;
       const fv d = V::halves_row(rec + lay.d + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
+      #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r) {
         float* f = facc + r * kTileCols + h * V::kCols;
         fv acc_f = V::fmaf(V::cvt(acc[r]), V::mulf(d, s[r]), V::loadf(f));
