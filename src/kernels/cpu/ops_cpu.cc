@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "kernels/ops.h"
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_kernels.h"
 #include "quant/dequantize_ref.h"
 
 namespace llmserve {
@@ -126,10 +129,10 @@ void rope(float* x, int32_t num_heads, int32_t head_dim, int32_t pos, const floa
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  // The GEMM kernels' vectorized SwiGLU (the float path's own; one per ISA).
+  const auto& kr = cpu_isa() >= CpuIsa::kAvx512 ? gemm_detail::gemm_kernels_avx512()
+                                                : gemm_detail::gemm_kernels_avx2();
+  kr.silu_mul(gate, up, out, n);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

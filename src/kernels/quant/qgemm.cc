@@ -88,11 +88,17 @@ void for_items(ThreadPool* pool, int64_t items, const Fn& fn) {
 }
 
 /// The activations of one call, quantized for `qmax` (per calling thread).
-QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_t k, int qmax,
-                           ThreadPool* pool) {
-  thread_local Buffer<int16_t> qbuf;
-  thread_local Buffer<float> sbuf;
-  thread_local Buffer<int32_t> bbuf;
+/// `slot` (0 or 1) picks one of two buffer sets, so two calls' results can be alive at once.
+QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_t k, DType type,
+                           ThreadPool* pool, int slot = 0) {
+  const int qmax = quant_traits(type).act_qmax;
+  thread_local Buffer<int16_t> qbufs[2], splitbufs[2];
+  thread_local Buffer<float> sbufs[2];
+  thread_local Buffer<int32_t> bbufs[2];
+  Buffer<int16_t>& qbuf = qbufs[slot];
+  Buffer<int16_t>& splitbuf = splitbufs[slot];
+  Buffer<float>& sbuf = sbufs[slot];
+  Buffer<int32_t>& bbuf = bbufs[slot];
   QActs a;
   a.m = m;
   a.k = k;
@@ -101,13 +107,19 @@ QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_
   a.q = qbuf.get(m * k);
   a.s = sbuf.get(m * a.chunks);
   a.bsum16 = bbuf.get(std::max<int64_t>(1, m * (k / 16)));
+  const int min_sub = quant_traits(type).min_sub;
+  const bool split = qgemm::stored_mins(type);
+  if (split) a.bsplit = splitbuf.get(m * a.chunks * 32);
   constexpr int64_t kRowsPerItem = 8;
   if (m >= 2 * kRowsPerItem && pool != nullptr) {
     for_items(pool, (m + kRowsPerItem - 1) / kRowsPerItem, [&](int64_t i) {
-      kr.quantize(x, i * kRowsPerItem, std::min(m, (i + 1) * kRowsPerItem), a);
+      const int64_t r0 = i * kRowsPerItem, r1 = std::min(m, (i + 1) * kRowsPerItem);
+      kr.quantize(x, r0, r1, a);
+      if (split) split_min_sums(a, min_sub, r0, r1);
     });
   } else {
     kr.quantize(x, 0, m, a);
+    if (split) split_min_sums(a, min_sub, 0, m);
   }
   return a;
 }
@@ -116,7 +128,7 @@ QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_
 struct ItemScratch {
   Buffer<int16_t> wbuf[2];
   Buffer<float> d[2], dm[2], facc[2], facc_up[2];
-  Buffer<int32_t> mins[2];
+  Buffer<int16_t> mins[2];
 };
 
 /// facc[i][rows][16] = rows [m0, m1) x tile `tile + i` (i < nt, nt 1 or 2) of one packed part,
@@ -145,13 +157,13 @@ void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t 
   TileBufs tb[2];
   for (int i = 0; i < nt; ++i)
     tb[i] = {s.wbuf[i].get(kChunk / 2 * kLanes), s.d[i].get(8 * kTileCols),
-             s.dm[i].get(8 * kTileCols), s.mins[i].get(16 * kTileCols), facc[i]};
+             s.dm[i].get(8 * kTileCols), s.mins[i].get(8 * kLanes), facc[i]};
   for (int64_t c = 0; c < p.chunks; ++c) {
     const int64_t e = p.chunk_elems(c);
     for (int i = 0; i < nt; ++i)
       kr.decode(p.type, p.record(tile + i, c), p.layout(c), e, const_cast<int16_t*>(tb[i].wbuf),
                 const_cast<float*>(tb[i].d), const_cast<float*>(tb[i].dm),
-                const_cast<int32_t*>(tb[i].mins));
+                const_cast<int16_t*>(tb[i].mins));
     for (int64_t r = m0; r < m1; r += kr.max_mr) {
       const int mr = static_cast<int>(std::min<int64_t>(kr.max_mr, m1 - r));
       TileBufs at[2];
@@ -170,7 +182,7 @@ int64_t lcm64(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
 void run_part(const QKernels& kr, const QPacked& p, const float* x, int64_t m, float* y,
               int64_t ldy, int64_t col0, ThreadPool* pool, GemmOutput mode,
               const GemmEpilogue* epilogue) {
-  const QActs a = quantize_activations(kr, x, m, p.k, quant_traits(p.type).act_qmax, pool);
+  const QActs a = quantize_activations(kr, x, m, p.k, p.type, pool);
   const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
   // Tiles per item: the epilogue's alignment, and at least 2 (the chunk kernel pairs tiles).
   const int64_t group = std::max<int64_t>(2, lcm64(kTileCols, align) / kTileCols);
@@ -281,20 +293,10 @@ void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up,
   const QPacked& gate = *set->parts[0].packed;
   const QPacked& up = *set->parts[1].packed;
   const int64_t f = gate.n;
-  const QActs ag = quantize_activations(kr, x, m, gate.k, quant_traits(gate.type).act_qmax, pool);
-  // The up part may need other activation codes (another type); quantized into a second
-  // buffer set by a helper thread-local of its own.
-  thread_local Buffer<int16_t> q2;
-  thread_local Buffer<float> s2;
-  thread_local Buffer<int32_t> b2;
-  QActs au = ag;
-  if (quant_traits(up.type).act_qmax != ag.qmax) {
-    au.qmax = quant_traits(up.type).act_qmax;
-    au.q = q2.get(m * up.k);
-    au.s = s2.get(m * au.chunks);
-    au.bsum16 = b2.get(std::max<int64_t>(1, m * (up.k / 16)));
-    kr.quantize(x, 0, m, au);
-  }
+  const QActs ag = quantize_activations(kr, x, m, gate.k, gate.type, pool);
+  // The up part may need other activation codes (another type): a second buffer set.
+  const QActs au = up.type == gate.type ? ag
+                                        : quantize_activations(kr, x, m, up.k, up.type, pool, 1);
   const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
   thread_local ItemScratch scratch;
   const int64_t pairs = (gate.tiles + 1) / 2;

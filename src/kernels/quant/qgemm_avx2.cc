@@ -60,6 +60,13 @@ struct Avx2Q {
   static iv scale_row32(const uint8_t* p) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  template <int S> static iv slli32(iv v) { return _mm256_slli_epi32(v, S); }
+  /// Min sub-block rows 2p and 2p + 1 (8 columns each) -> 16 int16 lanes interleaved.
+  static iv min_pair_row(const uint8_t* a, const uint8_t* b) {
+    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+    const __m128i y = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, y));
+  }
   static fv cvt(iv v) { return _mm256_cvtepi32_ps(v); }
   static fv halves_row(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

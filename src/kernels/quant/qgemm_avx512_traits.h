@@ -24,7 +24,7 @@ struct Avx512Q {
   static constexpr int kHalves = 1;
   static constexpr int kCols = 16;
   static constexpr bool kPairTiles = true;  // chunk kernel over two tiles at once
-  static constexpr int kMaxMr = 8;
+  static constexpr int kMaxMr = 6;
 
   static iv load(const void* p) { return _mm512_loadu_si512(p); }
   static void store(void* p, iv v) { _mm512_storeu_si512(p, v); }
@@ -64,6 +64,13 @@ struct Avx512Q {
   /// 16 int8 sub-scales (16 columns) -> 16 int32 lanes.
   static iv scale_row32(const uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  template <int S> static iv slli32(iv v) { return _mm512_slli_epi32(v, S); }
+  /// Min sub-block rows 2p and 2p + 1 (16 columns each) -> 32 int16 lanes interleaved.
+  static iv min_pair_row(const uint8_t* a, const uint8_t* b) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y)));
   }
   static fv cvt(iv v) { return _mm512_cvtepi32_ps(v); }
   static fv halves_row(const uint8_t* p) {

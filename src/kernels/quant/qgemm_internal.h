@@ -72,7 +72,14 @@ struct QActs {
   int16_t* q = nullptr;       // [m][k]
   float* s = nullptr;         // [m][chunks]
   int32_t* bsum16 = nullptr;  // [m][k / 16]
+  /// For types with stored mins (Q2_K, Q4_K, Q5_K): per row and chunk, the min sub-blocks'
+  /// code sums split as bsum = hi * 512 + lo (lo in [0, 512)) into int16: lo of sub-blocks
+  /// 0..15 then hi of 0..15 ([m][chunks][32]); see split_min_sums.
+  int16_t* bsplit = nullptr;
 };
+
+/// Fills a.bsplit for rows [r0, r1) from a.bsum16, for min sub-blocks of `min_sub` elements.
+void split_min_sums(const QActs& a, int min_sub, int64_t r0, int64_t r1);
 
 /// The scalar definition of step 1 for rows [r0, r1) (the SIMD versions must match it).
 void quantize_acts_ref(const float* x, int64_t r0, int64_t r1, const QActs& a);
@@ -83,7 +90,7 @@ struct TileBufs {
   const int16_t* wbuf;
   const float* d;
   const float* dm;
-  const int32_t* mins;
+  const int16_t* mins;  // int16 pairs of min sub-blocks (lanes as wbuf's)
   float* facc;
 };
 
@@ -95,9 +102,10 @@ struct QKernels {
   void (*quantize)(const float* x, int64_t r0, int64_t r1, const QActs& a);
   /// Decodes the record of (tile, chunk) with `e` elements into int16 weights
   /// wbuf[e / 2][kLanes] (value * sub_scale, k-pair major, lanes as the planes), float
-  /// d[blocks][16] and dm[blocks][16], and int32 mins[e / min_sub][16] (stored mins only).
+  /// d[blocks][16] and dm[blocks][16], and int16 min pairs mins[e / min_sub / 2][kLanes]
+  /// (stored mins only).
   void (*decode)(DType type, const uint8_t* record, const RecordLayout& lay, int64_t e,
-                 int16_t* wbuf, float* d, float* dm, int32_t* mins);
+                 int16_t* wbuf, float* d, float* dm, int16_t* mins);
   /// Step 2 for `mr` rows (mr <= max_mr) over one chunk of `e` elements starting at K
   /// offset k0, for `nt` (1 or 2) tiles decoded by `decode`: each tile's facc accumulates
   /// every scale block of the chunk. Two tiles share each activation broadcast.

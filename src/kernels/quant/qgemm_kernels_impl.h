@@ -140,7 +140,7 @@ void decode_values(const uint8_t* rec, const RecordLayout& lay, int64_t e, int16
 
 template <class V>
 void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, int16_t* wbuf,
-            float* d, float* dm, int32_t* mins) {
+            float* d, float* dm, int16_t* mins) {
   const QuantTraits& t = quant_traits(type);
   switch (type) {
     case DType::kQ4_0: decode_values<V, 4, false, 0, 8>(rec, lay, e, wbuf); break;
@@ -168,12 +168,15 @@ void decode(DType type, const uint8_t* rec, const RecordLayout& lay, int64_t e, 
         V::storef(dm + b * kTileCols + h * V::kCols,
                   V::halves_row(rec + lay.dm + b * kTileCols * 2 + h * (kTileCols * 2 / kH)));
     }
+  // Mins as int16 pairs (sub-blocks 2p, 2p + 1 of each column in lanes 2c, 2c + 1), the
+  // layout of the weights, so the min term is a few more vpmaddwd / vpdpwssd.
   if (lay.min >= 0)
-    for (int64_t s = 0; s < e / t.min_sub; ++s)
+    for (int64_t p = 0; p < e / t.min_sub / 2; ++p)
       #pragma GCC unroll 16
       for (int h = 0; h < kH; ++h)
-        V::store32(mins + s * kTileCols + h * V::kCols,
-                   V::min_row(rec + lay.min + s * kTileCols + h * (kTileCols / kH)));
+        V::store(mins + p * kLanes + h * (kLanes / kH),
+                 V::min_pair_row(rec + lay.min + 2 * p * kTileCols + h * (kTileCols / kH),
+                                 rec + lay.min + (2 * p + 1) * kTileCols + h * (kTileCols / kH)));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -234,12 +237,19 @@ void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const Til
             iv mn;
             const int64_t at = k0 + b * BlockElems;
             if constexpr (StoredMins) {
-              mn = V::zero();
-              for (int j = 0; j < BlockElems / MinSub; ++j)
-                mn = V::add32(mn, V::mullo32(V::load32(tb[t].mins +
-                                                       (b * BlockElems / MinSub + j) * kTileCols +
-                                                       h * V::kCols),
-                                             V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
+              // sum_j min_j * bsum_j with bsum = hi * 512 + lo split into int16 (QActs::bsplit):
+              // two pair-dot chains, exact.
+              static_assert(BlockElems == kChunk);
+              const int16_t* bs = a.bsplit + ((row0 + r) * a.chunks + chunk) * 32;
+              iv lo = V::zero(), hi = V::zero();
+              #pragma GCC unroll 8
+              for (int p = 0; p < BlockElems / MinSub / 2; ++p) {
+                const iv mp = V::load(tb[t].mins + p * kLanes + h * (kLanes / kH));
+                lo = V::madd_acc(lo, mp, V::bcast_pair(bs + 2 * p));
+                hi = V::madd_acc(hi, mp, V::bcast_pair(bs + 16 + 2 * p));
+              }
+              mn = V::add32(lo, V::template slli32<9>(hi));
+              (void)at;
             } else {
               mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));  // Q4_1 / Q5_1: min 1 per block
             }
@@ -255,7 +265,7 @@ void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const Til
 template <class V, int BlockElems, int MinSub, bool StoredMins>
 void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                 const TileBufs* tb) {
-  static_assert(V::kMaxMr == 4 || V::kMaxMr == 8);
+  static_assert(V::kMaxMr >= 1 && V::kMaxMr <= 8);
   if (nt == 2 && V::kPairTiles) {
     if (mr == V::kMaxMr)
       return chunk_kernel<V, BlockElems, MinSub, StoredMins, V::kMaxMr, 2>(a, row0, k0, e, tb);

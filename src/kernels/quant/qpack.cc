@@ -141,6 +141,22 @@ std::shared_ptr<const QPacked> repack(DType type, const void* data, int64_t n, i
   return p;
 }
 
+void split_min_sums(const QActs& a, int min_sub, int64_t r0, int64_t r1) {
+  const int subs = kChunk / min_sub;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = 0; c < a.chunks; ++c) {
+      int16_t* out = a.bsplit + (r * a.chunks + c) * 32;
+      for (int j = 0; j < 16; ++j) {
+        int32_t sum = 0;
+        const int64_t at = c * kChunk + j * min_sub;
+        if (j < subs && at < a.k)
+          for (int i = 0; i < min_sub / 16; ++i) sum += a.bsum16[r * (a.k / 16) + at / 16 + i];
+        out[j] = static_cast<int16_t>(sum & 511);
+        out[16 + j] = static_cast<int16_t>(sum >> 9);  // arithmetic: hi * 512 + lo == sum
+      }
+    }
+}
+
 void quantize_acts_ref(const float* x, int64_t r0, int64_t r1, const QActs& a) {
   for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * a.k;
