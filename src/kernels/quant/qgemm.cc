@@ -33,8 +33,9 @@ namespace {
 
 using namespace qgemm;
 
-constexpr int64_t kRowBlock = 128;
-constexpr int64_t kPrefetchBytes = 4096;  // how far ahead few-row calls prefetch W  // rows per work item (their accumulators: 8 KiB)
+constexpr int64_t kRowBlock = 128;  // rows per work item (their accumulators: 8 KiB)
+/// How far ahead (at least; two records for large ones) few-row calls prefetch W.
+constexpr int64_t kPrefetchBytes = 4096;
 
 /// prepare_quantized's result (WeightMatrix::packed with kPackedQuant): the repacked parts
 /// with their first row; for SwiGLU exactly {gate, up}, each of F rows.
@@ -146,8 +147,8 @@ void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t 
         // regions are read out of order: planes, then scales, then mins).
         const uint8_t* rec = p.record(tile + i, c);
         const int64_t bytes = p.layout(c).bytes;
-        for (const uint8_t* q = rec + kPrefetchBytes; q < rec + kPrefetchBytes + bytes && q < end;
-             q += 64)
+        const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 2 * bytes);
+        for (const uint8_t* q = rec + ahead; q < rec + ahead + bytes && q < end; q += 64)
           _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T0);
         kr.fused(p.type, static_cast<int>(m1 - m0), a, m0, c * kChunk, p.chunk_elems(c), rec,
                  p.layout(c), facc[i]);
