@@ -66,8 +66,12 @@ inline void touch_view(const View& t, size_t input_size) {
   }
   FUZZ_CHECK(t.nbytes <= input_size, "tensor %s: %zu bytes > input %zu", t.name.c_str(), t.nbytes,
              input_size);
-  FUZZ_CHECK(t.nbytes == static_cast<size_t>(numel) * dtype_size(t.dtype),
-             "tensor %s: nbytes %zu != numel %lld x dtype size", t.name.c_str(), t.nbytes,
+  // Rows (the innermost dimension) are whole blocks: numel x element size for float types.
+  const int64_t row = t.shape.empty() ? 1 : t.shape.back();
+  FUZZ_CHECK(row % dtype_block_elems(t.dtype) == 0, "tensor %s: row %lld is not whole blocks",
+             t.name.c_str(), static_cast<long long>(row));
+  FUZZ_CHECK(t.nbytes == static_cast<size_t>(numel / row * dtype_row_bytes(t.dtype, row)),
+             "tensor %s: nbytes %zu != rows x row bytes (numel %lld)", t.name.c_str(), t.nbytes,
              static_cast<long long>(numel));
   volatile uint8_t sink = 0;
   const auto* p = static_cast<const uint8_t*>(t.data);

@@ -1,9 +1,14 @@
-// GGUF reader: GgufFile::open on arbitrary bytes, then every accessor, every tensor view, and
+// GGUF reader: GgufFile::open on arbitrary bytes, then every accessor, every tensor view (the
+// first rows of each dequantized, so the dequantizer never reads past a tensor's bytes), and
 // the GGUF tokenizer loader (tokenizer.ggml.*) on whatever metadata parsed.
 #include <cstddef>
 #include <cstdint>
 
+#include <algorithm>
+#include <vector>
+
 #include "fuzz/fuzz_util.h"
+#include "quant/dequantize_ref.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/gguf.h"
 
@@ -16,6 +21,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!gguf.ok()) return 0;
   for (const auto& t : gguf->tensors()) {
     fuzz::touch_view(t, size);
+    const int64_t row = t.shape.empty() ? 1 : t.shape.back();
+    const int64_t rows = std::min<int64_t>(t.numel() / row, 4);
+    if (row <= (int64_t{1} << 16)) {
+      static std::vector<float> out;
+      out.resize(static_cast<size_t>(row));
+      for (int64_t r = 0; r < rows; ++r)
+        dequantize_row_ref(t.dtype,
+                           static_cast<const uint8_t*>(t.data) + r * dtype_row_bytes(t.dtype, row),
+                           out.data(), row);
+    }
     FUZZ_CHECK(gguf->find_tensor(t.name) != nullptr, "tensor %s not found by name", t.name.c_str());
   }
   for (const auto& [key, value] : gguf->metadata()) {

@@ -3,7 +3,7 @@
 
 Tiny inputs that reach deep into each parser: GGUF v3 files with every metadata type, a
 SentencePiece (`llama`) and a byte-level (`gpt2`) vocabulary and F32/F16/BF16 tensors, plus
-truncated copies; safetensors files; request bodies; chat-template snippets (three real
+truncated copies; one tensor of each quantized type; safetensors files; request bodies; chat-template snippets (three real
 templates from ../shared/testdata/chat_templates, a few hand-written ones); tokenizer texts.
 """
 import json
@@ -98,6 +98,15 @@ put("gguf", "spm_truncated_half.gguf", f[: len(f) // 2])
 put("gguf", "spm_truncated_data.gguf", f[:-20])
 put("gguf", "align_64.gguf", gguf([("general.alignment", U32, 64)], tensors, align=64))
 put("gguf", "empty_v3.gguf", gguf([], []))
+# One row of one block of each quantized type llmserve reads (ggml type id, block elements,
+# block bytes from ggml-common.h), patterned bytes: tensors that dequantize, for the fuzzer to
+# mutate (wrong ids, row lengths, sizes).
+QUANT = [(2, 32, 18), (3, 32, 20), (6, 32, 22), (7, 32, 24), (8, 32, 34), (10, 256, 84),
+         (11, 256, 110), (12, 256, 144), (13, 256, 176), (14, 256, 210), (20, 32, 18),
+         (23, 256, 136)]
+quant = [("q%d.weight" % t, t, [elems, 1], bytes((i * 37 + t) % 251 for i in range(size)))
+         for t, elems, size in QUANT]
+put("gguf", "quantized_types.gguf", gguf([("general.architecture", STR, "llama")], quant))
 
 bpe_tokens = ["!", "a", "b", "c", "\u0120", "\u0120a", "ab", "abc", "<|endoftext|>", "\u010a"]
 bpe = [

@@ -91,6 +91,24 @@ class MakeModelCommand {
   std::string hf_dir_;
 };
 
+/// llmserve quantize IN OUT --type TYPE: a GGUF (f32/f16/bf16) or Hugging Face directory
+/// quantized into a GGUF file with llama-quantize's per-tensor rules and our quantizers.
+class QuantizeCommand {
+ public:
+  explicit QuantizeCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string in_path_;
+  std::string out_path_;
+  std::string type_;
+  bool pure_ = false;
+  std::string tokenizer_;
+  int threads_ = 0;
+};
+
 /// llmserve inspect MODEL: the model's shape, attention type, parameter count and KV cache
 /// cost (bytes per token; blocks, tokens and max-length sequences in a KV memory budget, sized
 /// as the engine sizes its pool), beside the MHA-equivalent figures. Text or --json.
@@ -110,6 +128,22 @@ class InspectCommand {
   std::string kv_cache_dtype_ = "auto";
   int32_t block_size_ = CacheConfig{}.block_size;
   bool json_ = false;
+};
+
+/// llmserve dequantize FILE --out-dir DIR [--tensor NAME]: the tensors of a GGUF file as
+/// float32 .npy files (<tensor name>.npy; 1-D [n], else [rows, row length]), quantized
+/// types through the reference dequantizer; one line per tensor (name, type, shape).
+class DequantizeCommand {
+ public:
+  explicit DequantizeCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string path_;
+  std::string out_dir_;
+  std::string tensor_;
 };
 
 /// llmserve render-chat: renders a conversation with a Jinja chat template (transformers'

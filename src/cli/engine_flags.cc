@@ -6,6 +6,7 @@
 
 #include "cli/human_int.h"
 #include "common/logging.h"
+#include "quant/quant_scheme.h"
 
 namespace llmserve::cli {
 
@@ -131,6 +132,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   v.gpu_memory_utilization =
       app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization_value,
                      "Refused (a CPU engine): size the KV cache with --kv-cache-memory");
+  app.add_option("--quantization", c.quantization,
+                 "Quantize f32/f16/bf16 weight matrices at load (norms untouched): " +
+                     quantization_flag_names() + "; an already quantized file must match")
+      ->check(CLI::IsMember(quantization_flag_values()));
   app.add_option("--log-level", v.log_level, "Log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();

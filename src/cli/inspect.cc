@@ -107,6 +107,47 @@ nlohmann::json capacity_json(const KvCapacity& c) {
           {"sequences", c.sequences}};
 }
 
+/// Tensors of one dtype in the checkpoint.
+struct TypeUsage {
+  DType dtype;
+  int64_t tensors = 0, params = 0, bytes = 0;
+};
+
+/// What the weights cost: per-type totals (in DType order), the bits per weight of the weight
+/// matrices (every tensor of 2+ dimensions, token embedding included), and the decode
+/// roofline's bytes per token: every weight matrix read once (the token embedding only when it
+/// is also the lm_head) plus one embedding row, as stored in the file.
+struct WeightCost {
+  std::vector<TypeUsage> types;
+  double matrix_bits_per_weight = 0;
+  int64_t decode_bytes_per_token = 0;
+};
+
+WeightCost weight_cost(const ModelFile& mf) {
+  WeightCost c;
+  std::vector<TypeUsage> by_type(kNumDTypes);
+  const TensorView* emb = mf.find_tensor("token_embd.weight");
+  const bool tied = mf.config().tie_word_embeddings;
+  int64_t matrix_params = 0, matrix_bytes = 0;
+  for (const TensorView* t : mf.tensors()) {
+    TypeUsage& u = by_type[static_cast<size_t>(t->dtype)];
+    u.dtype = t->dtype;
+    ++u.tensors;
+    u.params += t->numel();
+    u.bytes += static_cast<int64_t>(t->nbytes);
+    if (t->shape.size() < 2) continue;
+    matrix_params += t->numel();
+    matrix_bytes += static_cast<int64_t>(t->nbytes);
+    if (t != emb || tied) c.decode_bytes_per_token += static_cast<int64_t>(t->nbytes);
+  }
+  if (emb != nullptr && !emb->shape.empty())
+    c.decode_bytes_per_token += dtype_row_bytes(emb->dtype, emb->shape.back());
+  for (const TypeUsage& u : by_type)
+    if (u.tensors > 0) c.types.push_back(u);
+  c.matrix_bits_per_weight = matrix_params > 0 ? 8.0 * double(matrix_bytes) / double(matrix_params) : 0;
+  return c;
+}
+
 /// Prints rows of (label, value) with the values aligned in one column.
 void print_rows(const std::vector<std::pair<std::string, std::string>>& rows) {
   size_t width = 0;
@@ -136,7 +177,7 @@ InspectCommand::InspectCommand(CLI::App& app) {
       ->check(dtype_validator())
       ->capture_default_str();
   cmd_->add_option("--kv-cache-dtype", kv_cache_dtype_,
-                   "KV cache element type: auto (the model's dtype after --dtype), float32 / "
+                   "KV cache element type: auto (the model's dtype after --dtype; f32 for quantized weights), float32 / "
                    "f32, bfloat16 / bf16, float16 / half / f16")
       ->check(dtype_validator())
       ->capture_default_str();
@@ -173,8 +214,10 @@ int InspectCommand::run() {
     params += t->numel();
     weight_bytes += static_cast<int64_t>(t->nbytes);
   }
+  const WeightCost cost = weight_cost(mf);
 
-  // As LLMEngine::init: auto = the model's dtype after --dtype; budget = flag or the 2 GiB
+  // As LLMEngine::init: auto = the model's dtype after --dtype (f32 for quantized
+  // weights); budget = flag or the 2 GiB
   // default.
   const DType weights_dtype = model_dtype(c, ModelLoadOptions{*dtype_flag});
   const DType kv_dtype = kv_dtype_flag->value_or(weights_dtype);
@@ -236,6 +279,15 @@ int InspectCommand::run() {
     j["parameters"] = params;
     j["parameters_human"] = human_count(params);
     j["weight_bytes"] = weight_bytes;
+    nlohmann::json types = nlohmann::json::array();
+    for (const TypeUsage& u : cost.types)
+      types.push_back({{"type", std::string(dtype_ggml_name(u.dtype))},
+                       {"tensors", u.tensors},
+                       {"parameters", u.params},
+                       {"bytes", u.bytes}});
+    j["tensor_types"] = types;
+    j["weight_matrix_bits_per_weight"] = cost.matrix_bits_per_weight;
+    j["decode_bytes_per_token"] = cost.decode_bytes_per_token;
     j["attention"] = {{"type", attn}};
     if (!c.is_mla()) j["attention"]["group_size"] = group;
     nlohmann::json k = capacity_json(kv);
@@ -285,6 +337,16 @@ int InspectCommand::run() {
   }
   rows.push_back({"parameters", fmt::format("{} ({})", params, human_count(params))});
   rows.push_back({"weight bytes", fmt::format("{} ({})", weight_bytes, human_bytes(weight_bytes))});
+  for (const TypeUsage& u : cost.types)
+    rows.push_back({fmt::format("  {} tensors", dtype_ggml_name(u.dtype)),
+                    fmt::format("{} ({} parameters, {} bytes, {})", u.tensors, u.params, u.bytes,
+                                human_bytes(u.bytes))});
+  rows.push_back({"bits per weight", fmt::format("{:.2f} (weight matrices)",
+                                                 cost.matrix_bits_per_weight)});
+  rows.push_back({"decode bytes per token",
+                  fmt::format("{} ({}: every weight matrix once + one embedding row)",
+                              cost.decode_bytes_per_token,
+                              human_bytes(cost.decode_bytes_per_token))});
   std::string attn_text = attn;
   if (attn == "GQA")
     attn_text += fmt::format(" (group size {}: {} query heads share {} KV heads)", group,

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "models/model_file.h"
+#include "models/quantize_model.h"
 #include "common/thread_pool.h"
 #include "runner/prompt_logits.h"
 #include "weights/npy.h"
@@ -50,13 +51,19 @@ int LogitsCommand::run() {
   if (!ids.ok()) return fail(ids.status());
   auto file = ModelFile::open(config_.model_path);
   if (!file.ok()) return fail(file.status());
+  const int threads = config_.num_threads > 0 ? config_.num_threads : ThreadPool::physical_cores();
+  if (!config_.quantization.empty()) {
+    ThreadPool pool(threads);
+    if (auto q = apply_quantization(**file, config_.quantization, &pool); !q.ok())
+      return fail(q.status());
+  }
   PromptLogitsOptions opt;
   opt.attention_backend = config_.attention_backend;
   opt.dtype = config_.dtype;
   opt.kv_cache_dtype = config_.cache.kv_cache_dtype;
   opt.chunk_size = config_.scheduler.max_num_batched_tokens;
   opt.block_size = config_.cache.block_size;
-  opt.num_threads = config_.num_threads > 0 ? config_.num_threads : ThreadPool::physical_cores();
+  opt.num_threads = threads;
   const int32_t max_len = config_.scheduler.max_model_len > 0
                               ? config_.scheduler.max_model_len
                               : (*file)->config().max_position_embeddings;

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   llmserve::cli::GenerateCommand generate(app);
   llmserve::cli::LogitsCommand logits(app);
   llmserve::cli::MakeModelCommand make_model(app);
+  llmserve::cli::QuantizeCommand quantize(app);
   llmserve::cli::InspectCommand inspect(app);
+  llmserve::cli::DequantizeCommand dequantize(app);
   llmserve::cli::TokenizeCommand tokenize(app);
   llmserve::cli::RenderChatCommand render_chat(app);
   std::string command_line = "llmserve";
@@ -41,7 +43,9 @@ int main(int argc, char** argv) {
   if (logits.parsed()) return logits.run();
   if (bench.parsed()) return bench.run();
   if (make_model.parsed()) return make_model.run();
+  if (quantize.parsed()) return quantize.run();
   if (inspect.parsed()) return inspect.run();
+  if (dequantize.parsed()) return dequantize.run();
   if (tokenize.parsed()) return tokenize.run();
   if (render_chat.parsed()) return render_chat.run();
   return 1;

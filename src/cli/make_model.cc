@@ -390,6 +390,8 @@ void fill_elements(const TensorSpec& t, DType dtype, int64_t begin, int64_t n, u
           std::memcpy(out + 2 * i, &h, 2);
           break;
         }
+        default:
+          LLMS_CHECK(false, "make-model writes float tensors only, not {}", dtype_name(dtype));
       }
     }
   };

@@ -50,12 +50,16 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   auto [b, e] = chunk_range(n, chunks, 0);
   fn(b, e);
-  // Spin briefly, then yield: on a loaded machine the worker may need this core.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < 2000) {
+  // Spin briefly, then block until the last worker's chunk is done. Never sched_yield: on a
+  // shared machine a yield hands this core to another process for a whole time slice
+  // (milliseconds), which was the cause of run-to-run swings of 1.7x in prefill throughput.
+  int spins = 0;
+  for (int p; (p = pending_.load(std::memory_order_acquire)) != 0;) {
+    if (spins < kCallerSpins) {
+      ++spins;
       _mm_pause();
     } else {
-      std::this_thread::yield();
+      pending_.wait(p, std::memory_order_acquire);
     }
   }
   job_ = nullptr;
@@ -84,7 +88,9 @@ void ThreadPool::worker_loop(int worker_idx) {
     if (worker_idx < chunks) {
       auto [b, e] = chunk_range(job_n_, chunks, worker_idx);
       (*job_)(b, e);
-      pending_.fetch_sub(1, std::memory_order_release);
+      // The last chunk wakes the caller if it stopped spinning (a futex wake only then:
+      // libstdc++ skips the syscall without waiters).
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
     }
   }
 }

@@ -2,7 +2,9 @@
 // --threads; the calling thread takes part, so a pool of N threads starts N-1 workers.
 // Workers spin briefly on the job counter before sleeping on a condition variable: a decode
 // step issues dozens of short fork/joins, and a futex wake-up per join would cost more than
-// the work it splits (the approach of OpenMP's and llama.cpp's pools).
+// the work it splits (the approach of OpenMP's and llama.cpp's pools). The caller, once its
+// own chunk is done, spins the same way and then blocks on the pending count (never
+// sched_yield, which on a shared machine gives its core away for a time slice).
 #pragma once
 
 #include <atomic>
@@ -50,6 +52,8 @@ class ThreadPool {
   /// (generation << 16) | chunks, published atomically so that a worker that does not take
   /// part in a job never reads the job slot (which the next job may be rewriting).
   std::atomic<uint64_t> state_{0};
+  /// Pauses the caller spins for the workers' chunks before blocking (~30 us).
+  static constexpr int kCallerSpins = 2000;
   std::atomic<int> pending_{0};   // chunks not yet finished by workers
   std::atomic<int> sleepers_{0};  // workers blocked (or about to block) on cv_
   std::atomic<bool> stop_{false};

@@ -81,6 +81,9 @@ struct EngineConfig {
   /// sampling defaults; "vllm" = none (the eos ids still stop generation, as in vLLM); any
   /// other value = a directory whose generation_config.json replaces the checkpoint's.
   std::string generation_config = "auto";
+  /// --quantization: quantize float weight matrices at load (models/quantize_model.h: "q8_0",
+  /// "q4_k_m", ...); "" = use the weights as stored.
+  std::string quantization;
   CacheConfig cache;
   SchedulerConfig scheduler;
 

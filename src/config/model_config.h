@@ -73,7 +73,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have biases (Qwen2; HF attention_bias)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
-  DType weight_dtype = DType::kF32;  // dtype of the largest weights (informational)
+  /// dtype of the token embedding (informational; for a GGUF quantized with llama-quantize
+  /// the type of token_embd.weight, e.g. Q4_K in a Q4_K_M file, whose tensors mix types).
+  DType weight_dtype = DType::kF32;
 
   // Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 sec. 2.1); kv_lora_rank > 0
   // marks an MLA model.
@@ -84,6 +86,12 @@ struct ModelConfig {
   int32_t v_head_dim = 0;        // per-head value width
 
   bool is_mla() const { return kv_lora_rank > 0; }
+  /// The KV cache dtype that `--kv-cache-dtype auto` means: the weights' dtype for float
+  /// weights, float32 for quantized ones (a cache holds float rows; activations are float32,
+  /// and llama.cpp's reference logits for quantized files use an f32 cache too).
+  DType default_kv_dtype() const {
+    return is_quantized(weight_dtype) ? DType::kF32 : weight_dtype;
+  }
   /// Dimensions RoPE rotates per head: qk_rope_head_dim for MLA, else head_dim.
   int32_t rope_dim() const { return is_mla() ? qk_rope_head_dim : head_dim; }
   /// Width of one head of attention output (o_proj input per head).

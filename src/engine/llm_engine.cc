@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <string_view>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -17,8 +20,10 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kernels/gemm.h"
+#include "kernels/quant/qgemm.h"
 #include "kv_cache/kv_cache_manager.h"
 #include "models/model_file.h"
+#include "models/quantize_model.h"
 #include "runner/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -110,6 +115,10 @@ Status EngineCore::init(const EngineConfig& config) {
 
   if (config_.num_threads == 0) config_.num_threads = ThreadPool::physical_cores();
   pool_ = std::make_unique<ThreadPool>(config_.num_threads);
+  if (!config_.quantization.empty()) {
+    LLMS_RETURN_IF_ERROR(
+        apply_quantization(*model_file_, config_.quantization, pool_.get()).status());
+  }
 
   const int32_t bs = config_.cache.block_size;
   const ModelLoadOptions load{config_.dtype};
@@ -146,14 +155,26 @@ Status EngineCore::init(const EngineConfig& config) {
   LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
                                                      config_.cache.num_kv_blocks, bs, kv_dtype,
                                                      pool_.get()));
-  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}, weights {}), "
+  // Weight tensors (2-D and up) per dtype, and the GEMM kernels they run on.
+  std::map<std::string_view, int> by_type;
+  bool any_quantized = false;
+  for (const TensorView* t : model_file_->tensors())
+    if (t->shape.size() >= 2) {
+      ++by_type[dtype_ggml_name(t->dtype)];
+      any_quantized = any_quantized || is_quantized(t->dtype);
+    }
+  std::string tensors;
+  for (const auto& [name, count] : by_type)
+    tensors += fmt::format("{}{} x {}", tensors.empty() ? "" : ", ", name, count);
+  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}, weights {}: {}), "
                "vocab {}, max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} "
-               "thread{}, attention {}, kernels {}",
+               "thread{}, attention {}, kernels {}{}{}",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
-               mc.n_kv_heads, mc.attention_type(), dtype_name(model_dtype(mc, load)),
+               mc.n_kv_heads, mc.attention_type(), dtype_name(model_dtype(mc, load)), tensors,
                mc.vocab_size, max_model_len_, num_blocks,
                bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
-               config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa());
+               config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa(),
+               any_quantized ? ", quantized GEMM " : "", any_quantized ? quant_gemm_isa() : "");
   spdlog::info("{}", describe_generation_config(config_.generation_config, *model_file_,
                                                 generation_));
   return Status::Ok();

@@ -1,6 +1,7 @@
 // GEMM for the model's linear layers: y[M, N] = x[M, K] · W[N, K]^T with float32 activations
 // and weights in their stored dtype (f32, f16 or bf16: the file's, or --dtype's when the loader
-// converted them; widened in registers, never up front). Kernels are chosen at run time from the CPU's features (AVX-512 + AVX512-BF16 when
+// converted them; widened in registers, never up front; ggml block-quantized types go through
+// kernels/quant/qgemm.h). Kernels are chosen at run time from the CPU's features (AVX-512 + AVX512-BF16 when
 // present, AVX2 + FMA otherwise). Decode batches are small-M GEMMs (bandwidth-bound: each
 // weight byte is read once per call for all M rows); prefill batches are large-M
 // (compute-bound).
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/status.h"
@@ -19,13 +21,19 @@ namespace llmserve {
 /// A weight matrix W[N, K] (row-major, out_features x in_features) in its stored dtype.
 /// `data` usually points into a memory-mapped model file; when the matrix was built in memory
 /// (concat_rows, prepare_weight, a --dtype conversion) `storage` owns the bytes and copies share
-/// them.
+/// them. For a quantized dtype each row is dtype_row_bytes(dtype, K) bytes of whole blocks (K a
+/// multiple of the block).
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t rows = 0;  // N (out features)
   int64_t cols = 0;  // K (in features)
   std::shared_ptr<const void> storage;  // owner of `data` when not file-backed (may be null)
+  /// Set only by concat_rows of parts whose dtypes differ when one of them is quantized (a
+  /// llama-quantize "_M" mix gives attn_v another type than attn_q/attn_k): the parts as
+  /// they were (each borrowing its data), rows stacked in order, never converted. `data` is
+  /// then null and `dtype` the first part's; the quantized GEMM path reads the parts.
+  std::shared_ptr<const std::vector<WeightMatrix>> parts;
   /// Kernel-specific repacked copy of W in the same dtype (set by prepare_weight; may be
   /// null, then kernels read `data`). Layout is private to the GEMM implementation.
   std::shared_ptr<const void> packed;
@@ -34,8 +42,12 @@ struct WeightMatrix {
 
 /// Stacks matrices with equal `cols` along rows: result rows = sum of parts' rows, in order
 /// (e.g. Wq;Wk;Wv -> one QKV projection, Wgate;Wup -> one gate/up GEMM). The result owns a
-/// copy in the parts' common dtype, or in float32 if the parts' dtypes differ.
-/// Errors: InvalidArgument when parts is empty or `cols` differ.
+/// copy in the parts' common dtype (quantized rows are independent blocks: a byte
+/// concatenation), or in float32 if the parts' dtypes differ and all are float types. Parts of
+/// different dtypes of which any is quantized are kept as they are (WeightMatrix::parts, no
+/// copy, no dequantized float copy): one GEMM call still computes all rows, each in its
+/// part's type. Errors: InvalidArgument when parts is empty, `cols` differ, or a quantized
+/// part's cols are not whole blocks.
 Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts);
 
 /// What a prepared matrix will be used with.
@@ -45,7 +57,8 @@ enum class WeightUse {
 };
 
 /// Repacks W for this CPU's kernels (same dtype: a layout change only; a copy). Call once at
-/// load time. When W owned an in-memory row-major copy (`storage`, e.g. from concat_rows) and
+/// load time. Quantized (and mixed-part) matrices are left as they are for now (the
+/// reference path reads rows in the file layout). When W owned an in-memory row-major copy (`storage`, e.g. from concat_rows) and
 /// every kernel path for `use` reads the packed copy, that copy is released (`data` becomes
 /// null) so the matrix is held once; file-backed `data` stays (it costs only page cache).
 /// Never changes results beyond floating-point reassociation.

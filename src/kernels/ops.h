@@ -11,7 +11,8 @@
 
 namespace llmserve {
 
-/// Converts n elements of `src` (dtype) to float32.
+/// Converts n elements of `src` (dtype) to float32. For a quantized dtype `src` is a row of
+/// n / block_elems blocks (n a multiple of the block) and this is dequantize_row_ref.
 void to_f32(const void* src, DType dtype, int64_t n, float* dst);
 
 /// Converts n elements of `src` (`from`) to `to` (both float types: is_float_dtype), rounding

@@ -148,7 +148,8 @@ class Deepseek2Model final : public Model {
     const float eps = cfg_.rms_norm_eps;
     const RopeStyle style = cfg_.rope_style;
     resize_scratch(T);
-    const size_t emb_row = dim * dtype_size(embedding_.dtype);
+    // Embedding rows are converted (dequantized for quantized types) on lookup.
+    const size_t emb_row = static_cast<size_t>(dtype_row_bytes(embedding_.dtype, dim));
     for (int64_t t = 0; t < T; ++t) {
       to_f32(static_cast<const uint8_t*>(embedding_.data) + b.token_ids[t] * emb_row,
              embedding_.dtype, dim, &x_[t * dim]);
@@ -231,7 +232,9 @@ class Deepseek2Model final : public Model {
   /// (llama.cpp's convert_hf_to_gguf splits kv_b_proj so) or from the unsplit attn_kv_b
   /// [H * (nope + v_head), L] (HF kv_b_proj: per head nope rows of W_UK_h, then v_head rows of
   /// W_UV_h), transposing each W_UK_h into an owned [L, nope] matrix in the loaded dtype
-  /// (the file's, or --dtype's).
+  /// (the file's, or --dtype's; a quantized one is dequantized to float32 first: its blocks
+  /// run along L, and the transpose needs them along nope; L x nope floats per head). Per-head
+  /// views of quantized tensors start at whole rows, so they stay quantized.
   Status load_absorbed(const ModelFile& file, WeightLoader& w, const std::string& p,
                        LayerWeights& l) {
     const std::string kb = p + "attn_k_b.weight", vb = p + "attn_v_b.weight",
@@ -241,11 +244,11 @@ class Deepseek2Model final : public Model {
     if (file.find_tensor(kb) != nullptr || file.find_tensor(vb) != nullptr) {
       LLMS_ASSIGN_OR_RETURN(WeightLoader::Data k, w.data(kb, {H_, L_, nope_}));
       LLMS_ASSIGN_OR_RETURN(WeightLoader::Data v, w.data(vb, {H_, vh_, L_}));
-      const size_t ke = dtype_size(k.dtype), ve = dtype_size(v.dtype);
+      const int64_t k_row = dtype_row_bytes(k.dtype, nope_), v_row = dtype_row_bytes(v.dtype, L_);
       for (int64_t h = 0; h < H_; ++h) {
-        l.w_uk_t[h] = view(static_cast<const uint8_t*>(k.data) + h * L_ * nope_ * ke, k.dtype,
-                           L_, nope_, k.storage);
-        l.w_uv[h] = view(static_cast<const uint8_t*>(v.data) + h * vh_ * L_ * ve, v.dtype, vh_,
+        l.w_uk_t[h] = view(static_cast<const uint8_t*>(k.data) + h * L_ * k_row, k.dtype, L_,
+                           nope_, k.storage);
+        l.w_uv[h] = view(static_cast<const uint8_t*>(v.data) + h * vh_ * v_row, v.dtype, vh_,
                          L_, v.storage);
       }
       return Status::Ok();
@@ -254,16 +257,25 @@ class Deepseek2Model final : public Model {
       return NotFound("{}: tensor {} not found (nor the split {} and {})", file.path(), kvb, kb,
                       vb);
     LLMS_ASSIGN_OR_RETURN(WeightLoader::Data kv, w.data(kvb, {H_ * (nope_ + vh_), L_}));
-    const size_t es = dtype_size(kv.dtype);
+    const int64_t row = dtype_row_bytes(kv.dtype, L_);
+    // The transposed copy's dtype: the loaded one, or float32 for a quantized file.
+    const DType t_dtype = is_quantized(kv.dtype) ? DType::kF32 : kv.dtype;
+    const size_t es = dtype_size(t_dtype);
     const auto* base = static_cast<const uint8_t*>(kv.data);
+    std::vector<float> deq(is_quantized(kv.dtype) ? nope_ * L_ : 0);
     for (int64_t h = 0; h < H_; ++h) {
-      const uint8_t* head = base + h * (nope_ + vh_) * L_ * es;
+      const uint8_t* head = base + h * (nope_ + vh_) * row;
+      const uint8_t* uk = head;  // W_UK_h [nope, L], row-major in t_dtype
+      if (is_quantized(kv.dtype)) {
+        for (int64_t n = 0; n < nope_; ++n) to_f32(head + n * row, kv.dtype, L_, &deq[n * L_]);
+        uk = reinterpret_cast<const uint8_t*>(deq.data());
+      }
       auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[L_ * nope_ * es]);
       for (int64_t n = 0; n < nope_; ++n)  // W_UK_h[n, c] -> W_UK_h^T[c, n]
         for (int64_t c = 0; c < L_; ++c)
-          std::memcpy(&buf[(c * nope_ + n) * es], head + (n * L_ + c) * es, es);
-      l.w_uk_t[h] = view(buf.get(), kv.dtype, L_, nope_, buf);
-      l.w_uv[h] = view(head + nope_ * L_ * es, kv.dtype, vh_, L_, kv.storage);
+          std::memcpy(&buf[(c * nope_ + n) * es], uk + (n * L_ + c) * es, es);
+      l.w_uk_t[h] = view(buf.get(), t_dtype, L_, nope_, buf);
+      l.w_uv[h] = view(head + nope_ * row, kv.dtype, vh_, L_, kv.storage);
     }
     return Status::Ok();
   }

@@ -154,7 +154,8 @@ class LlamaModel final : public Model {
     const int32_t half = cfg_.head_dim / 2;
     const float eps = cfg_.rms_norm_eps;
     resize_scratch(T);
-    const size_t emb_row = dim * dtype_size(embedding_.dtype);
+    // Embedding rows are converted (dequantized for quantized types) on lookup.
+    const size_t emb_row = static_cast<size_t>(dtype_row_bytes(embedding_.dtype, dim));
     for (int64_t t = 0; t < T; ++t) {
       to_f32(static_cast<const uint8_t*>(embedding_.data) + b.token_ids[t] * emb_row,
              embedding_.dtype, dim, &x_[t * dim]);

@@ -47,11 +47,12 @@ struct ModelLoadOptions {
   std::optional<DType> dtype;
 };
 
-/// The dtype a model computes in once loaded with `options`: options.dtype, else the file's
-/// (ModelConfig::weight_dtype). `--kv-cache-dtype auto` follows it, as vLLM's auto follows
+/// The float dtype a model's weights are in once loaded with `options`: options.dtype, else
+/// the file's (ModelConfig::weight_dtype), float32 for quantized weights
+/// (ModelConfig::default_kv_dtype). `--kv-cache-dtype auto` follows it, as vLLM's auto follows
 /// the model dtype after --dtype.
 inline DType model_dtype(const ModelConfig& config, const ModelLoadOptions& options) {
-  return options.dtype.value_or(config.weight_dtype);
+  return options.dtype.value_or(config.default_kv_dtype());
 }
 
 /// Builds the model for file.config().architecture (the registry). Checks every tensor's

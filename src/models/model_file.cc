@@ -331,23 +331,61 @@ Status ModelFile::open_hf_dir() {
   return Status::Ok();
 }
 
+namespace {
+
+/// The replacement of `t` in `replaced`, else `t` itself.
+template <typename Map>
+const TensorView* current(const Map& replaced, const TensorView* t) {
+  if (t == nullptr || replaced.empty()) return t;
+  auto it = replaced.find(t);
+  return it == replaced.end() ? t : it->second.view.get();
+}
+
+}  // namespace
+
 const TensorView* ModelFile::find_tensor(std::string_view name) const {
+  const TensorView* t = nullptr;
   if (format_ == Format::kHfDir) {
     auto it = hf_by_gguf_name_.find(name);
-    return it == hf_by_gguf_name_.end() ? nullptr : it->second;
+    t = it == hf_by_gguf_name_.end() ? nullptr : it->second;
+  } else {
+    t = gguf_ ? gguf_->find_tensor(name) : llama2c_->find_tensor(name);
   }
-  return gguf_ ? gguf_->find_tensor(name) : llama2c_->find_tensor(name);
+  return current(replaced_, t);
 }
 
 std::vector<const TensorView*> ModelFile::tensors() const {
   std::vector<const TensorView*> out;
-  if (safetensors_) return safetensors_->tensors();
-  if (gguf_) {
+  if (safetensors_) {
+    out = safetensors_->tensors();
+  } else if (gguf_) {
     for (const TensorView& t : gguf_->tensors()) out.push_back(&t);
   } else if (llama2c_) {
     for (const TensorView& t : llama2c_->tensors()) out.push_back(&t);
   }
+  for (const TensorView*& t : out) t = current(replaced_, t);
   return out;
+}
+
+Status ModelFile::replace_tensor(std::string_view gguf_name, DType dtype,
+                                 std::shared_ptr<const void> data, size_t nbytes) {
+  const TensorView* now = find_tensor(gguf_name);
+  if (now == nullptr) return NotFound("{}: no tensor {} to replace", path_, gguf_name);
+  const int64_t cols = now->shape.empty() ? 1 : now->shape.back();
+  if (cols % dtype_block_elems(dtype) != 0 ||
+      static_cast<uint64_t>(now->numel() / cols * dtype_row_bytes(dtype, cols)) != nbytes)
+    return InvalidArgument("{}: {} bytes of {} do not hold tensor {} [{}]", path_, nbytes,
+                           dtype_name(dtype), gguf_name, fmt::join(now->shape, ", "));
+  const TensorView* original = now;  // the file's view, the key of replaced_
+  for (const auto& [orig, repl] : replaced_)
+    if (repl.view.get() == now) original = orig;
+  auto view = std::make_unique<TensorView>(*now);
+  view->dtype = dtype;
+  view->data = data.get();
+  view->nbytes = nbytes;
+  replaced_[original] = Replacement{std::move(view), std::move(data)};
+  if (gguf_name == "token_embd.weight") config_.weight_dtype = dtype;
+  return Status::Ok();
 }
 
 Expected<const TensorView*> ModelFile::tensor(std::string_view name) const {

@@ -60,6 +60,16 @@ class ModelFile {
   /// Tensor by name, or nullptr if absent (for optional tensors).
   const TensorView* find_tensor(std::string_view name) const;
 
+  /// Replaces the data of tensor `gguf_name` by `data` in `dtype` (load-time quantization,
+  /// --quantization): same name and shape; from then on find_tensor, tensor and tensors()
+  /// return the replacement, and config().weight_dtype follows token_embd.weight as open()
+  /// sets it. `data` (kept alive by the ModelFile) holds rows of dtype_row_bytes(dtype,
+  /// shape.back()) bytes. Call before building a model from the file (models borrow the
+  /// views; replacing a tensor twice frees the first replacement). Errors: NotFound (no such
+  /// tensor), InvalidArgument (`nbytes` does not match the shape in that dtype).
+  Status replace_tensor(std::string_view gguf_name, DType dtype, std::shared_ptr<const void> data,
+                        size_t nbytes);
+
  private:
   Status open_hf_dir();
 
@@ -72,6 +82,13 @@ class ModelFile {
   std::map<std::string, const TensorView*, std::less<>> hf_by_gguf_name_;  // kHfDir
   GenerationConfig generation_;
   std::string tokenizer_json_;
+  // replace_tensor: for each replaced tensor (the file's view), its replacement and the
+  // bytes that points to.
+  struct Replacement {
+    std::unique_ptr<TensorView> view;
+    std::shared_ptr<const void> data;
+  };
+  std::map<const TensorView*, Replacement> replaced_;
 };
 
 }  // namespace llmserve

@@ -114,7 +114,8 @@ class WeightLoader {
                  dtype_name(*dtype_));
   }
 
-  /// A 1-D tensor [n] converted to float32 (norm weights).
+  /// A 1-D tensor [n] converted to float32 (norm weights; a quantized one is dequantized
+  /// here, once, though llama-quantize keeps norms F32).
   Expected<std::vector<float>> vector(const std::string& name, int64_t n) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, tensor(name, {n}));
     std::vector<float> out(n);

@@ -18,6 +18,9 @@ int64_t ModelRunner::kv_bytes_per_block(const ModelConfig& c, int32_t block_size
 Expected<std::unique_ptr<ModelRunner>> ModelRunner::create(
     std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention, int32_t num_blocks,
     int32_t block_size, DType kv_dtype, ThreadPool* pool) {
+  if (is_quantized(kv_dtype))
+    return InvalidArgument("KV cache dtype {} is not supported (f32, bf16 or f16)",
+                           dtype_name(kv_dtype));
   std::unique_ptr<ModelRunner> runner(new ModelRunner(std::move(model), std::move(attention),
                                                       num_blocks, block_size, kv_dtype, pool));
   LLMS_RETURN_IF_ERROR(runner->allocate_kv_cache());

@@ -15,7 +15,7 @@ namespace llmserve {
 struct PromptLogitsOptions {
   std::string attention_backend = "flash";
   std::optional<DType> dtype;           // --dtype: weights converted at load; nullopt = file's
-  std::optional<DType> kv_cache_dtype;  // nullopt = the model's dtype (after `dtype`)
+  std::optional<DType> kv_cache_dtype;  // nullopt = the model's default (after `dtype`)
   int32_t chunk_size = 2048;  // tokens per forward pass
   int32_t block_size = 16;
   int32_t num_threads = 1;

@@ -110,20 +110,11 @@ std::string ggml_type_name(uint32_t id) {
   return "unknown";
 }
 
-bool ggml_to_dtype(uint32_t id, DType* out) {
-  switch (id) {
-    case 0:
-      *out = DType::kF32;
-      return true;
-    case 1:
-      *out = DType::kF16;
-      return true;
-    case 30:
-      *out = DType::kBF16;
-      return true;
-    default:
-      return false;
-  }
+/// "F32, F16, BF16, Q4_0, ...": the types the reader accepts (common/dtype.h), for errors.
+std::string supported_type_names() {
+  std::string out;
+  for (const DTypeInfo& i : kDTypeInfo) out += (out.empty() ? "" : ", ") + std::string(i.ggml_name);
+  return out;
 }
 
 /// `s` for a one-line error message: non-printable bytes escaped, long text cut short.
@@ -442,20 +433,35 @@ Status parse_dims(Cursor& cur, const std::string& name, TensorView* t) {
   return Status::Ok();
 }
 
-/// Checks that numel * element size fits in the file and sets t->nbytes.
+/// Checks that the tensor's byte size fits in the file and sets t->nbytes: numel * element
+/// size for float types; for a quantized type, whole blocks of each row (the innermost
+/// dimension, ne[0], must be a multiple of the block) of block_bytes each. Every product is
+/// bounded by the file size first, so none can overflow.
 Status compute_nbytes(const Cursor& cur, TensorView* t) {
-  const uint64_t limit = cur.size() / dtype_size(t->dtype);
-  uint64_t numel = 1;
-  for (int64_t d : t->shape) {
-    if (static_cast<uint64_t>(d) > limit / numel) {
+  const DTypeInfo& info = dtype_info(t->dtype);
+  const uint64_t block_elems = static_cast<uint64_t>(info.block_elems);
+  const uint64_t row = t->shape.empty() ? 1 : static_cast<uint64_t>(t->shape.back());
+  if (row % block_elems != 0) {
+    return Corrupt(cur.path(),
+                   "tensor '{}' of shape {} has a row length {} that {} cannot hold (not a "
+                   "multiple of its {}-element block)",
+                   printable(t->name), shape_string(t->shape), row, info.ggml_name, block_elems);
+  }
+  // Blocks = numel / block_elems = (row / block_elems) * outer dimensions.
+  const uint64_t limit = cur.size() / static_cast<uint64_t>(info.block_bytes);
+  uint64_t blocks = 1;
+  for (size_t j = 0; j < t->shape.size(); ++j) {
+    uint64_t d = static_cast<uint64_t>(t->shape[j]);
+    if (j + 1 == t->shape.size()) d /= block_elems;
+    if (d > limit / blocks) {
       return Corrupt(cur.path(),
                      "truncated: tensor '{}' of shape {} ({}) is larger than the "
                      "file (size {})",
-                     printable(t->name), shape_string(t->shape), dtype_name(t->dtype), cur.size());
+                     printable(t->name), shape_string(t->shape), info.ggml_name, cur.size());
     }
-    numel *= static_cast<uint64_t>(d);
+    blocks *= d;
   }
-  t->nbytes = static_cast<size_t>(numel * dtype_size(t->dtype));
+  t->nbytes = static_cast<size_t>(blocks * static_cast<uint64_t>(info.block_bytes));
   return Status::Ok();
 }
 
@@ -467,12 +473,13 @@ Status parse_tensor_info(Cursor& cur, uint64_t index, RawTensor* out) {
   uint32_t type = 0;
   LLMS_RETURN_IF_ERROR(cur.read(&type, label("type of tensor", t.name)));
   LLMS_RETURN_IF_ERROR(cur.read(&out->offset, label("data offset of tensor", t.name)));
-  if (!ggml_to_dtype(type, &t.dtype)) {
-    return Unimplemented(
-        "{}: tensor '{}' has unsupported type {} ({}); supported: F32, F16, "
-        "BF16",
-        cur.path(), printable(t.name), type, ggml_type_name(type));
+  const std::optional<DType> dtype = dtype_from_ggml_id(type);
+  if (!dtype) {
+    return Unimplemented("{}: tensor '{}' has unsupported type {} ({}); supported: {}",
+                         cur.path(), printable(t.name), type, ggml_type_name(type),
+                         supported_type_names());
   }
+  t.dtype = *dtype;
   return compute_nbytes(cur, &t);
 }
 
@@ -495,7 +502,10 @@ Status place_tensors(const MappedFile& file, uint64_t data_start, uint64_t align
                      "data section at {}) extends past end of file (size {})",
                      printable(t.name), t.nbytes, r.offset, data_start, size);
     }
-    if ((data_start + r.offset) % dtype_size(t.dtype) != 0) {
+    // Float elements are read in place, so they must be aligned to their size; quantized
+    // blocks are copied out (no alignment needed).
+    const uint64_t elem_align = is_quantized(t.dtype) ? 1 : dtype_size(t.dtype);
+    if ((data_start + r.offset) % elem_align != 0) {
       return Corrupt(file.path(), "tensor '{}' data at file offset {} is misaligned for {}", t.name,
                      data_start + r.offset, dtype_name(t.dtype));
     }
@@ -507,9 +517,23 @@ Status place_tensors(const MappedFile& file, uint64_t data_start, uint64_t align
             [](const RawTensor* a, const RawTensor* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const RawTensor& prev = *by_offset[i - 1];
-    if (prev.offset + prev.view.nbytes > by_offset[i]->offset) {
+    const RawTensor& next = *by_offset[i];
+    if (prev.offset + prev.view.nbytes > next.offset) {
       return Corrupt(file.path(), "data of tensors '{}' and '{}' overlap",
-                     printable(prev.view.name), printable(by_offset[i]->view.name));
+                     printable(prev.view.name), printable(next.view.name));
+    }
+    // Writers (ggml's gguf, gguf-py, ours) lay tensors out back to back, each padded to the
+    // alignment (llama.cpp refuses any other offset). More room than that before the next
+    // tensor means the type or shape does not describe the data (e.g. a wrong type id).
+    const uint64_t padded = (prev.offset + prev.view.nbytes + alignment - 1) / alignment * alignment;
+    if (next.offset != padded) {
+      return Corrupt(file.path(),
+                     "size mismatch: tensor '{}' ({} of shape {}) has {} bytes, but the next "
+                     "tensor '{}' starts {} bytes after it (its type or shape does not match "
+                     "its data)",
+                     printable(prev.view.name), dtype_ggml_name(prev.view.dtype),
+                     shape_string(prev.view.shape), prev.view.nbytes, printable(next.view.name),
+                     next.offset - prev.offset);
     }
   }
   return Status::Ok();

@@ -1,7 +1,11 @@
 // GGUF v3 reader (spec: ggml/docs/gguf.md in the ggml repository). Memory-maps the file,
 // parses the metadata key/values and tensor infos, and validates: magic "GGUF", version 2 or 3,
 // every length/count within the file, tensor data offsets aligned (general.alignment, default
-// 32) and inside the file, supported tensor types (F32=0, F16=1, BF16=30).
+// 32) and inside the file, tensors laid out back to back (each padded to the alignment, as
+// every writer does, so a type or shape that does not match the data is caught), supported
+// tensor types: F32=0, F16=1, BF16=30 and the quantized Q4_0=2, Q4_1=3, Q5_0=6, Q5_1=7,
+// Q8_0=8, Q2_K=10, Q3_K=11, Q4_K=12, Q5_K=13, Q6_K=14, IQ4_NL=20, IQ4_XS=23 (common/dtype.h),
+// whose row length (ne[0]) must be a multiple of the type's block.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +42,9 @@ class GgufFile {
  public:
   /// Opens and validates `path`. Errors (one line, naming the file and the problem):
   /// NotFound if it cannot be opened; DataLoss for bad magic, truncation, out-of-bounds
-  /// tensor data, absurd counts; Unimplemented for an unsupported version or tensor type
-  /// (naming the tensor and the type).
+  /// tensor data, absurd counts, a row length the tensor's type cannot hold, a size mismatch
+  /// between a tensor's type/shape and its data; Unimplemented for an unsupported version or
+  /// tensor type (naming the tensor and the type).
   static Expected<GgufFile> open(const std::string& path);
   /// True when `path` is a readable file starting with the magic "GGUF" (no validation).
   static bool has_magic(const std::string& path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace llmserve {
 namespace {
@@ -109,12 +110,24 @@ void GgufWriter::add_value(std::string_view k, const GgufValue& v) {
 }
 
 void GgufWriter::add_tensor(std::string_view name, std::vector<int64_t> shape, GgmlType type) {
+  const std::optional<DType> dtype = dtype_from_ggml_id(static_cast<uint32_t>(type));
+  add_tensor(name, std::move(shape), dtype.value_or(DType::kF32));
+  if (!dtype) {
+    tensors_.back().type = static_cast<uint32_t>(type);
+    tensors_.back().valid_type = false;
+  }
+}
+
+void GgufWriter::add_tensor(std::string_view name, std::vector<int64_t> shape, DType type) {
   TensorInfo t;
   t.name = std::string(name);
-  t.type = type;
-  uint64_t numel = 1;
-  for (int64_t d : shape) numel *= d > 0 ? static_cast<uint64_t>(d) : 0;
-  t.bytes = numel * ggml_type_size(type);
+  t.type = dtype_ggml_id(type);
+  // Bytes = rows x whole blocks of the innermost dimension (elements x size for float types).
+  const int64_t row = shape.empty() ? 1 : shape.back();
+  t.valid_type = row > 0 && row % dtype_block_elems(type) == 0;
+  uint64_t rows = 1;
+  for (size_t j = 0; j + 1 < shape.size(); ++j) rows *= shape[j] > 0 ? static_cast<uint64_t>(shape[j]) : 0;
+  t.bytes = t.valid_type ? rows * static_cast<uint64_t>(dtype_row_bytes(type, row)) : 0;
   t.shape = std::move(shape);
   t.offset = tensors_.empty()
                  ? 0
@@ -155,6 +168,13 @@ Status GgufWriter::begin(const std::string& path) {
                              t.shape.size());
     for (int64_t d : t.shape)
       if (d <= 0) return InvalidArgument("{}: tensor {} has a dimension {}", path, t.name, d);
+    if (!t.valid_type) {
+      const std::optional<DType> dt = dtype_from_ggml_id(t.type);
+      if (!dt) return InvalidArgument("{}: tensor {} has unknown ggml type {}", path, t.name, t.type);
+      return InvalidArgument("{}: tensor {} has a row length {} that {} cannot hold (not a "
+                             "multiple of its {}-element block)", path, t.name, t.shape.back(),
+                             dtype_ggml_name(*dt), dtype_block_elems(*dt));
+    }
   }
   path_ = path;
   file_ = std::fopen(path.c_str(), "wb");
@@ -172,7 +192,7 @@ Status GgufWriter::begin(const std::string& path) {
     put<uint32_t>(infos, static_cast<uint32_t>(t.shape.size()));
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
       put<uint64_t>(infos, static_cast<uint64_t>(*it));
-    put<uint32_t>(infos, static_cast<uint32_t>(t.type));
+    put<uint32_t>(infos, t.type);
     put<uint64_t>(infos, t.offset);
   }
   LLMS_RETURN_IF_ERROR(write_raw(infos.data(), infos.size()));

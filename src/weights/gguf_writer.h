@@ -19,13 +19,11 @@
 
 namespace llmserve {
 
-/// GGML tensor types this writer (and our reader) supports.
+/// A ggml tensor type id as GGUF stores it. Named here: the float types; every DType has one
+/// (ggml_type_of), including the quantized types (Q4_0 = 2, ..., IQ4_XS = 23).
 enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
 
-constexpr GgmlType ggml_type_of(DType t) {
-  return t == DType::kF32 ? GgmlType::kF32 : t == DType::kF16 ? GgmlType::kF16 : GgmlType::kBF16;
-}
-constexpr size_t ggml_type_size(GgmlType t) { return t == GgmlType::kF32 ? 4 : 2; }
+constexpr GgmlType ggml_type_of(DType t) { return static_cast<GgmlType>(dtype_ggml_id(t)); }
 
 class GgufWriter {
  public:
@@ -56,11 +54,16 @@ class GgufWriter {
   void add_value(std::string_view key, const GgufValue& v);
 
   /// Declares a tensor. `shape` is row-major outermost-first (as GgufFile::tensors() reports
-  /// it); the file stores ne[] innermost-first.
+  /// it); the file stores ne[] innermost-first. A quantized type's data is whole blocks per
+  /// row (shape.back() a multiple of its block; ggml-common.h layouts, see quant/), so the
+  /// tensor is rows x dtype_row_bytes bytes; begin() refuses other row lengths.
+  void add_tensor(std::string_view name, std::vector<int64_t> shape, DType type);
+  /// The same by ggml type id (begin() refuses an id with no DType).
   void add_tensor(std::string_view name, std::vector<int64_t> shape, GgmlType type);
 
   /// Creates `path` and writes header, metadata and tensor infos. Errors: InvalidArgument
-  /// (duplicate key or tensor name, empty/negative shape), NotFound (cannot create the file).
+  /// (duplicate key or tensor name, empty/negative shape, unknown type, a row length the type
+  /// cannot hold), NotFound (cannot create the file).
   Status begin(const std::string& path);
   /// Appends bytes of the current tensor (the first declared tensor not yet complete); a
   /// tensor is complete when all its bytes have been written, and padding follows it.
@@ -77,7 +80,8 @@ class GgufWriter {
   struct TensorInfo {
     std::string name;
     std::vector<int64_t> shape;
-    GgmlType type;
+    uint32_t type;   // ggml type id
+    bool valid_type;  // a DType exists for it and shape.back() is whole blocks of it
     uint64_t bytes = 0;
     uint64_t offset = 0;
   };

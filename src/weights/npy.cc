@@ -211,6 +211,64 @@ Expected<NpyArray> read_npy(const std::string& path) {
   return arr;
 }
 
+NpyWriter::~NpyWriter() {
+  if (fp_ != nullptr) std::fclose(fp_);
+}
+
+NpyWriter::NpyWriter(NpyWriter&& o) noexcept
+    : path_(std::move(o.path_)), fp_(o.fp_), total_(o.total_), written_(o.written_) {
+  o.fp_ = nullptr;
+}
+
+Expected<NpyWriter> NpyWriter::create(const std::string& path, const std::vector<int64_t>& shape) {
+  uint64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument("{}: negative dimension {} in npy shape", path, d);
+    if (d != 0 && numel > (uint64_t{1} << 62) / static_cast<uint64_t>(d))
+      return InvalidArgument("{}: npy shape ({}) is too large", path, fmt::join(shape, ", "));
+    numel *= static_cast<uint64_t>(d);
+  }
+  std::string header = header_dict(shape);
+  const size_t unpadded = 10 + header.size() + 1;  // preamble + dict + '\n'
+  header.append((kWriteAlignment - unpadded % kWriteAlignment) % kWriteAlignment, ' ');
+  header += '\n';
+  if (header.size() > 0xffff) return InvalidArgument("{}: npy shape too long", path);
+
+  NpyWriter w;
+  w.path_ = path;
+  w.total_ = numel;
+  w.fp_ = std::fopen(path.c_str(), "wb");
+  if (w.fp_ == nullptr) return NotFound("{}: cannot create: {}", path, std::strerror(errno));
+  const uint8_t len_le[2] = {uint8_t(header.size() & 0xff), uint8_t(header.size() >> 8)};
+  const uint8_t version[2] = {1, 0};
+  const bool ok = std::fwrite(kMagic, 1, 6, w.fp_) == 6 && std::fwrite(version, 1, 2, w.fp_) == 2 &&
+                  std::fwrite(len_le, 1, 2, w.fp_) == 2 &&
+                  std::fwrite(header.data(), 1, header.size(), w.fp_) == header.size();
+  if (!ok) return Status(StatusCode::kInternal, fmt::format("{}: write failed", path));
+  return w;
+}
+
+Status NpyWriter::write(const float* data, size_t count) {
+  if (fp_ == nullptr) return InvalidArgument("{}: npy writer is closed", path_);
+  if (count > total_ - written_)
+    return InvalidArgument("{}: {} more values than the npy shape holds", path_,
+                           count - (total_ - written_));
+  if (count > 0 && std::fwrite(data, sizeof(float), count, fp_) != count)
+    return Status(StatusCode::kInternal, fmt::format("{}: write failed", path_));
+  written_ += count;
+  return Status::Ok();
+}
+
+Status NpyWriter::finish() {
+  if (fp_ == nullptr) return InvalidArgument("{}: npy writer is closed", path_);
+  const bool ok = std::fclose(fp_) == 0;
+  fp_ = nullptr;
+  if (written_ != total_)
+    return InvalidArgument("{}: {} of {} values written", path_, written_, total_);
+  if (!ok) return Status(StatusCode::kInternal, fmt::format("{}: write failed", path_));
+  return Status::Ok();
+}
+
 Status write_npy(const std::string& path, const std::vector<int64_t>& shape, const float* data,
                  size_t count) {
   uint64_t numel = 1;
@@ -225,23 +283,9 @@ Status write_npy(const std::string& path, const std::vector<int64_t>& shape, con
     return InvalidArgument("{}: npy shape ({}) does not hold {} values", path,
                            fmt::join(shape, ", "), count);
   }
-  std::string header = header_dict(shape);
-  const size_t unpadded = 10 + header.size() + 1;  // preamble + dict + '\n'
-  header.append((kWriteAlignment - unpadded % kWriteAlignment) % kWriteAlignment, ' ');
-  header += '\n';
-  if (header.size() > 0xffff) return InvalidArgument("{}: npy shape too long", path);
-
-  std::FILE* fp = std::fopen(path.c_str(), "wb");
-  if (fp == nullptr) return NotFound("{}: cannot create: {}", path, std::strerror(errno));
-  const uint8_t len_le[2] = {uint8_t(header.size() & 0xff), uint8_t(header.size() >> 8)};
-  const uint8_t version[2] = {1, 0};
-  bool ok = std::fwrite(kMagic, 1, 6, fp) == 6 && std::fwrite(version, 1, 2, fp) == 2 &&
-            std::fwrite(len_le, 1, 2, fp) == 2 &&
-            std::fwrite(header.data(), 1, header.size(), fp) == header.size() &&
-            (count == 0 || std::fwrite(data, sizeof(float), count, fp) == count);
-  ok = (std::fclose(fp) == 0) && ok;
-  if (!ok) return Status(StatusCode::kInternal, fmt::format("{}: write failed", path));
-  return Status::Ok();
+  LLMS_ASSIGN_OR_RETURN(NpyWriter w, NpyWriter::create(path, shape));
+  LLMS_RETURN_IF_ERROR(w.write(data, count));
+  return w.finish();
 }
 
 }  // namespace llmserve

@@ -17,6 +17,8 @@ struct TensorView {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const void* data = nullptr;  // points into a MappedFile that outlives the view
+  /// Bytes of data: numel * dtype_size for float types; for quantized types every row
+  /// (shape.back() elements) is dtype_row_bytes(dtype, shape.back()) bytes of whole blocks.
   size_t nbytes = 0;
 
   int64_t numel() const {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -265,6 +266,69 @@ TEST(Inspect, TextReportAndModelFlag) {
                               "/models/stories260K/stories260K.bin"));
   EXPECT_EQ(j["format"], "llama2c");
   EXPECT_GT(j["parameters"].get<int64_t>(), 0);
+}
+
+// A llama-quantize mix (../shared/testdata/models/quantized/llama-q, manifest.json lists every
+// tensor's type): per-type counts and bytes, bits per weight and the decode bytes per token,
+// computed here from the model's dimensions and ggml-common.h's block sizes.
+TEST(Inspect, QuantizedTypesBitsPerWeightAndDecodeBytes) {
+  const std::string dir = std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/quantized/llama-q/";
+  std::ifstream in(dir + "manifest.json");
+  const json manifest = json::parse(in);
+  // (elements, bytes) per block.
+  const std::map<std::string, std::pair<int64_t, int64_t>> block = {
+      {"F32", {1, 4}}, {"Q8_0", {32, 34}}, {"Q4_0", {32, 18}}, {"Q4_K", {256, 144}},
+      {"Q5_K", {256, 176}}, {"Q6_K", {256, 210}}, {"IQ4_NL", {32, 18}}};
+  // dim 256, ffn 768, vocab 512, 8 heads / 2 KV heads of 32: [rows, cols] of each matrix.
+  auto shape = [](const std::string& name) -> std::pair<int64_t, int64_t> {
+    if (name == "token_embd.weight" || name == "output.weight") return {512, 256};
+    if (name.ends_with("attn_q.weight") || name.ends_with("attn_output.weight")) return {256, 256};
+    if (name.ends_with("attn_k.weight") || name.ends_with("attn_v.weight")) return {64, 256};
+    if (name.ends_with("ffn_down.weight")) return {256, 768};
+    return {768, 256};  // ffn_gate, ffn_up
+  };
+  for (const char* file : {"model-Q4_K_M.gguf", "model-IQ4_NL.gguf", "model-Q8_0.gguf"}) {
+    SCOPED_TRACE(file);
+    std::map<std::string, std::pair<int64_t, int64_t>> types;  // type -> (tensors, bytes)
+    int64_t matrix_params = 0, matrix_bytes = 0, decode = 0;
+    for (const auto& [name, type] : manifest["files"][file]["per_tensor"].items()) {
+      const auto [rows, cols] = shape(name);
+      const auto [elems, bytes] = block.at(type.get<std::string>());
+      const int64_t row_bytes = cols / elems * bytes, b = rows * row_bytes;
+      types[type.get<std::string>()].first += 1;
+      types[type.get<std::string>()].second += b;
+      matrix_params += rows * cols;
+      matrix_bytes += b;
+      decode += name == "token_embd.weight" ? row_bytes : b;  // untied: one embedding row
+    }
+    types["F32"].first += 5;  // output_norm + 2 x (attn_norm, ffn_norm), [256] each
+    types["F32"].second += 5 * 256 * 4;
+    json j = inspect_json(quote(dir + file));
+    EXPECT_EQ(j["kv_cache"]["dtype"], "f32");  // auto = f32 for quantized weights
+    EXPECT_EQ(j["weight_dtype"], manifest["files"][file]["per_tensor"]["token_embd.weight"]);
+    ASSERT_EQ(j["tensor_types"].size(), types.size());
+    for (const json& t : j["tensor_types"]) {
+      const auto& want = types.at(t["type"].get<std::string>());
+      EXPECT_EQ(t["tensors"], want.first) << t;
+      EXPECT_EQ(t["bytes"], want.second) << t;
+    }
+    EXPECT_NEAR(j["weight_matrix_bits_per_weight"].get<double>(),
+                8.0 * double(matrix_bytes) / double(matrix_params), 1e-12);
+    EXPECT_EQ(j["decode_bytes_per_token"], decode);
+  }
+  // Q4_K_M by hand: 1084032 bytes of matrices over 1769472 weights = 4.90 bits per weight;
+  // decode reads all but token_embd (73728 bytes) plus one 144-byte Q4_K row.
+  json j = inspect_json(quote(dir + "model-Q4_K_M.gguf"));
+  EXPECT_EQ(j["decode_bytes_per_token"], 1084032 - 73728 + 144);
+  auto r = run_llmserve("inspect " + quote(dir + "model-Q4_K_M.gguf"));
+  EXPECT_NE(r.out.find("Q6_K tensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4.90 (weight matrices)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode bytes per token   1010448"), std::string::npos) << r.out;
+  // Float models: one type, 32 bits per weight, and the embedding row in f32.
+  json f = inspect_json(quote(synthetic("llama-gqa/model.gguf")));
+  ASSERT_EQ(f["tensor_types"].size(), 1u);
+  EXPECT_EQ(f["tensor_types"][0]["type"], "F32");
+  EXPECT_EQ(f["weight_matrix_bits_per_weight"], 32.0);
 }
 
 TEST(Inspect, BadModelsAndFlagsGiveOneLineErrors) {

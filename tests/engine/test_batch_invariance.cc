@@ -4,8 +4,8 @@
 // that chunks its prompt at other places, one chunk a single token; a KV pool small enough
 // that it is preempted and recomputed) must produce bitwise equal token ids, chosen-token
 // logprobs and top logprobs. Greedy and seeded temperature-1 sampling; the model's own KV
-// dtype and 16-bit KV caches; the real stories260K model and synthetic models (GQA, tied
-// embeddings as lm_head with row-major weights, MLA).
+// dtype and 16-bit KV caches; the real stories260K model, synthetic models (GQA, tied
+// embeddings as lm_head with row-major weights, MLA) and llama-quantize's quantized files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +33,10 @@ std::vector<ModelCase> models() {
       {"llama-gqa", shared("testdata/models/synthetic/llama-gqa/model.gguf"), ""},
       {"qwen2-tied", shared("testdata/models/synthetic/qwen2-gqa-bias/model.gguf"), ""},
       {"deepseek2-mla", shared("testdata/models/synthetic/deepseek2-mla/model.gguf"), ""},
+      // llama-quantize's files: the quantized GEMM's one recipe per type (Q4_K + Q6_K + Q8_0
+      // mixes; Q8_0's 32-element blocks) must keep a row's bits whatever M is.
+      {"llama-q-Q4_K_M", shared("testdata/models/quantized/llama-q/model-Q4_K_M.gguf"), ""},
+      {"llama-q-Q8_0", shared("testdata/models/quantized/llama-q/model-Q8_0.gguf"), ""},
   };
 }
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf_rewrite.h"
+#include "model_test_util.h"
 #include "runner/model_runner.h"
 #include "runner/prompt_logits.h"
 #include "weights/npy.h"
@@ -36,29 +37,8 @@ std::vector<int32_t> sequence(const std::string& which) {
   return nlohmann::json::parse(in)[which].get<std::vector<int32_t>>();
 }
 
-struct Compare {
-  double max_diff = 0;
-  int32_t argmax_mismatches = 0;
-};
-
-/// Max |got - ref| and the positions whose argmax differs; ref is [n, vocab].
-Compare compare(const std::vector<float>& got, const std::vector<float>& ref, int64_t vocab) {
-  Compare c;
-  EXPECT_EQ(got.size(), ref.size());
-  if (got.size() != ref.size()) return c;
-  for (size_t t = 0; t < got.size() / vocab; ++t) {
-    const float* g = &got[t * vocab];
-    const float* r = &ref[t * vocab];
-    int64_t ag = 0, ar = 0;
-    for (int64_t v = 0; v < vocab; ++v) {
-      c.max_diff = std::max(c.max_diff, static_cast<double>(std::fabs(g[v] - r[v])));
-      if (g[v] > g[ag]) ag = v;
-      if (r[v] > r[ar]) ar = v;
-    }
-    if (ag != ar) ++c.argmax_mismatches;
-  }
-  return c;
-}
+using testing::Compare;
+using testing::compare;
 
 std::vector<float> reference(const std::string& seq) {
   auto ref = read_npy(synth("deepseek2-mla/numpy_logits_" + seq + ".npy"));
@@ -320,23 +300,8 @@ TEST(Deepseek2Cache, TwoSequencesPerStepThroughTheRunner) {
 
 // ---- GGUF surgery for the layout and error cases ---------------------------------------------
 
-/// One tensor of a rewritten file: float32 data with a (possibly new) shape.
-struct OutTensor {
-  std::string name;
-  std::vector<int64_t> shape;  // outermost first
-  std::vector<float> data;
-};
-
-/// The synthetic model's tensors as float32 (they are stored as F32).
-std::vector<OutTensor> tensors_of(const GgufFile& g) {
-  std::vector<OutTensor> out;
-  for (const TensorView& t : g.tensors()) {
-    EXPECT_EQ(t.dtype, DType::kF32);
-    const auto* f = static_cast<const float*>(t.data);
-    out.push_back({t.name, t.shape, std::vector<float>(f, f + t.numel())});
-  }
-  return out;
-}
+using testing::OutTensor;
+using testing::tensors_of;
 
 /// Writes a GGUF v3 file with `src`'s metadata and `tensors` (F32), per ggml docs/gguf.md.
 void write_gguf(const GgufFile& src, const std::vector<OutTensor>& tensors,
@@ -401,35 +366,8 @@ class Deepseek2Gguf : public ::testing::Test {
 // The unsplit attn_kv_b [H * (nope + v_head), kv_lora] (HF kv_b_proj, older GGUFs): per head h
 // rows [h*(nope+v), +nope) are W_UK_h = attn_k_b[h]^T and the next v_head rows attn_v_b[h].
 TEST_F(Deepseek2Gguf, UnsplitKvBGivesTheSameLogits) {
-  const int64_t H = 4, L = 32, nope = 16, vh = 16;
-  std::vector<OutTensor> out;
-  std::map<std::string, OutTensor> kb, vb;
-  for (OutTensor& t : tensors_of(*src_)) {
-    const auto at = t.name.find("attn_k_b.weight"), av = t.name.find("attn_v_b.weight");
-    if (at != std::string::npos) {
-      kb[t.name.substr(0, at)] = std::move(t);
-    } else if (av != std::string::npos) {
-      vb[t.name.substr(0, av)] = std::move(t);
-    } else {
-      out.push_back(std::move(t));
-    }
-  }
-  ASSERT_EQ(kb.size(), 2u);
-  ASSERT_EQ(vb.size(), 2u);
-  for (const auto& [prefix, k] : kb) {
-    ASSERT_EQ(k.shape, (std::vector<int64_t>{H, L, nope}));
-    const OutTensor& v = vb.at(prefix);
-    ASSERT_EQ(v.shape, (std::vector<int64_t>{H, vh, L}));
-    OutTensor kv{prefix + "attn_kv_b.weight", {H * (nope + vh), L}, {}};
-    kv.data.resize(H * (nope + vh) * L);
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t n = 0; n < nope; ++n)
-        for (int64_t c = 0; c < L; ++c)
-          kv.data[(h * (nope + vh) + n) * L + c] = k.data[(h * L + c) * nope + n];
-      std::copy_n(&v.data[h * vh * L], vh * L, &kv.data[(h * (nope + vh) + nope) * L]);
-    }
-    out.push_back(std::move(kv));
-  }
+  const auto out = testing::with_unsplit_kv_b(tensors_of(*src_), 4, 32, 16, 16);
+  ASSERT_EQ(out.size(), src_->tensors().size() - 2);  // two layers' k_b + v_b -> one kv_b each
   const std::string path = write(out, "unsplit.gguf");
   const auto ids = sequence("long");
   for (const char* backend : {"flash", "naive"}) {

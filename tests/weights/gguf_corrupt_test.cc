@@ -4,6 +4,8 @@
 
 #include <limits>
 #include <random>
+#include <tuple>
+#include <utility>
 
 #include "test_util.h"
 #include "weights/gguf.h"
@@ -317,7 +319,7 @@ TEST_F(GgufCorruptTest, OverlappingTensors) {
 }
 
 TEST_F(GgufCorruptTest, UnsupportedTensorType) {
-  for (uint32_t type : {2u, 8u, 12u, 28u, 1000u}) {
+  for (uint32_t type : {9u, 15u, 16u, 28u, 39u, 42u, 1000u}) {
     GgufWriter::Layout lay;
     std::vector<uint8_t> bytes = sample_writer().build(&lay);
     patch<uint32_t>(bytes, lay.type_pos[2], type);
@@ -327,10 +329,105 @@ TEST_F(GgufCorruptTest, UnsupportedTensorType) {
     EXPECT_TRUE(IsErrorNaming(g, path, "'c.weight'"));
     EXPECT_TRUE(IsErrorNaming(g, path, fmt::format("type {}", type)));
   }
+  // The types a quantized tensor of the right size would still be refused as, by name.
+  const std::pair<uint32_t, const char*> named[] = {
+      {16, "IQ2_XXS"}, {19, "IQ1_S"}, {21, "IQ3_S"}, {34, "TQ1_0"}, {39, "MXFP4"},
+      {15, "Q8_K"}, {41, "Q1_0"}, {42, "unknown"}};
+  for (const auto& [type, name] : named) {
+    GgufWriter w;
+    w.tensor("blk.0.ffn_up.weight", {256, 2}, type, std::vector<uint8_t>(1024));
+    const std::string path = write(w.build());
+    auto g = GgufFile::open(path);
+    EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented) << name;
+    EXPECT_TRUE(IsErrorNaming(g, path, fmt::format("'blk.0.ffn_up.weight' has unsupported type {} ({})", type, name)));
+  }
+}
+
+/// The 12 quantized types load with the byte size their blocks imply (ggml-common.h).
+TEST_F(GgufCorruptTest, QuantizedTensorsRead) {
+  const std::pair<uint32_t, size_t> types[] = {{2, 18},   {3, 20},   {6, 22},   {7, 24},
+                                               {8, 34},   {10, 84},  {11, 110}, {12, 144},
+                                               {13, 176}, {14, 210}, {20, 18},  {23, 136}};
+  for (const auto& [type, block_bytes] : types) {
+    const size_t block_elems = block_bytes == 84 || block_bytes >= 110 ? 256 : 32;
+    GgufWriter w;
+    // 3 rows of 2 blocks, then a float tensor after it (so the layout is checked too).
+    w.tensor("q", {2 * block_elems, 3}, type, std::vector<uint8_t>(6 * block_bytes, 0x11));
+    w.tensor_f32("after", {2}, {1, 2});
+    const std::string path = write(w.build());
+    auto g = GgufFile::open(path);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    const TensorView* t = g->find_tensor("q");
+    EXPECT_EQ(dtype_ggml_id(t->dtype), type);
+    EXPECT_EQ(t->shape, (std::vector<int64_t>{3, static_cast<int64_t>(2 * block_elems)}));
+    EXPECT_EQ(t->nbytes, 6 * block_bytes);
+    EXPECT_EQ(static_cast<const float*>(g->find_tensor("after")->data)[1], 2.f);
+  }
+}
+
+TEST_F(GgufCorruptTest, QuantizedRowLengthNotWholeBlocks) {
+  const std::tuple<uint32_t, uint64_t, const char*> cases[] = {
+      {12, 100, "Q4_K"}, {2, 48, "Q4_0"}, {14, 128, "Q6_K"}, {23, 32, "IQ4_XS"}};
+  for (const auto& [type, row, name] : cases) {
+    GgufWriter w;
+    w.tensor("blk.0.attn_q.weight", {row, 4}, type, std::vector<uint8_t>(4096));
+    const std::string path = write(w.build());
+    auto g = GgufFile::open(path);
+    EXPECT_EQ(g.status().code(), StatusCode::kDataLoss) << name;
+    EXPECT_TRUE(IsErrorNaming(g, path, fmt::format("tensor 'blk.0.attn_q.weight' of shape [4, {}] "
+                                                   "has a row length {} that {} cannot hold",
+                                                   row, row, name)));
+  }
+  // A 1-D tensor's row is its length; a scalar is a row of 1.
   GgufWriter w;
-  w.tensor("q.weight", {32}, 2, std::vector<uint8_t>(18));
+  w.tensor("norm", {16}, 8, std::vector<uint8_t>(34));
   const std::string path = write(w.build());
-  EXPECT_TRUE(IsErrorNaming(GgufFile::open(path), path, "Q4_0"));
+  EXPECT_TRUE(IsErrorNaming(GgufFile::open(path), path, "row length 16 that Q8_0 cannot hold"));
+}
+
+TEST_F(GgufCorruptTest, QuantizedTensorTruncated) {
+  GgufWriter w;
+  w.tensor_f32("a", {2}, {1, 2});
+  w.tensor("blk.0.ffn_down.weight", {256, 4}, 12, std::vector<uint8_t>(4 * 144));
+  std::vector<uint8_t> bytes = w.build();
+  bytes.resize(bytes.size() - 100);  // the last tensor's data is cut short
+  const std::string path = write(bytes);
+  auto g = GgufFile::open(path);
+  EXPECT_EQ(g.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(IsErrorNaming(g, path, "truncated: data of tensor 'blk.0.ffn_down.weight' (576 bytes"));
+}
+
+TEST_F(GgufCorruptTest, QuantizedSizeMismatch) {
+  // Q8_0 data (2 rows x 34 bytes) declared as Q4_0 (2 x 18): the next tensor starts where the
+  // Q8_0 bytes end, not where Q4_0's would.
+  GgufWriter::Layout lay;
+  GgufWriter w;
+  w.tensor("blk.0.attn_k.weight", {32, 2}, 8, std::vector<uint8_t>(68, 0x22));
+  w.tensor_f32("blk.0.attn_norm.weight", {64}, std::vector<float>(64, 1.f));
+  std::vector<uint8_t> bytes = w.build(&lay);
+  patch<uint32_t>(bytes, lay.type_pos[0], 2);
+  const std::string path = write(bytes);
+  auto g = GgufFile::open(path);
+  EXPECT_EQ(g.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(IsErrorNaming(g, path, "size mismatch: tensor 'blk.0.attn_k.weight' (Q4_0 of shape "
+                                     "[2, 32]) has 36 bytes, but the next tensor "
+                                     "'blk.0.attn_norm.weight' starts 96 bytes after it"));
+  // More rows than the data holds (4 rows of Q8_0 = 136 bytes) run into the next tensor.
+  patch<uint32_t>(bytes, lay.type_pos[0], 8);
+  patch<uint64_t>(bytes, lay.ndims_pos[0] + 4 + 8, 4);  // ne[1] = 4
+  const std::string path2 = write(bytes, "t2.gguf");
+  EXPECT_TRUE(IsErrorNaming(GgufFile::open(path2), path2, "overlap"));
+}
+
+TEST_F(GgufCorruptTest, QuantizedHugeDimensionsDoNotOverflow) {
+  for (uint32_t type : {2u, 12u, 14u, 23u}) {
+    GgufWriter w;
+    w.tensor("big", {uint64_t{1} << 62, uint64_t{1} << 40}, type, std::vector<uint8_t>(256));
+    const std::string path = write(w.build());
+    auto g = GgufFile::open(path);
+    EXPECT_EQ(g.status().code(), StatusCode::kDataLoss) << type;
+    EXPECT_TRUE(IsErrorNaming(g, path, "tensor 'big'")) << type;
+  }
 }
 
 TEST_F(GgufCorruptTest, BadDimensions) {
@@ -398,7 +495,8 @@ TEST_F(GgufCorruptTest, RandomByteFlipsNeverCrash) {
       continue;
     }
     for (const TensorView& t : g->tensors()) {
-      ASSERT_EQ(t.nbytes, static_cast<size_t>(t.numel()) * dtype_size(t.dtype));
+      const int64_t row = t.shape.empty() ? 1 : t.shape.back();
+      ASSERT_EQ(t.nbytes, static_cast<size_t>(t.numel() / row * dtype_row_bytes(t.dtype, row)));
       ASSERT_LE(t.nbytes, bytes.size());
     }
   }

@@ -109,6 +109,35 @@ TEST(GgufWriter, NoTensorsIsAValidFile) {
   EXPECT_TRUE(g->tensors().empty());
 }
 
+// Quantized tensors: the bytes of llama-quantize's blocks (../shared/testdata/quant_vectors)
+// written again read back as the same type, shape and bytes.
+TEST(GgufWriter, RoundTripsQuantizedTensors) {
+  TempDir dir;
+  auto src = GgufFile::open(testing::shared_path("testdata/quant_vectors/vectors.gguf"));
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  const std::string path = dir.file("q.gguf");
+  GgufWriter w;
+  for (const TensorView& t : src->tensors()) w.add_tensor(t.name, t.shape, t.dtype);
+  w.add_tensor("norm", {3}, DType::kF32);
+  ASSERT_TRUE(w.begin(path).ok());
+  for (const TensorView& t : src->tensors()) ASSERT_TRUE(w.write(t.data, t.nbytes).ok());
+  const float norm[3] = {1, 2, 3};
+  ASSERT_TRUE(w.write(norm, sizeof norm).ok());
+  ASSERT_TRUE(w.finish().ok());
+  auto g = GgufFile::open(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->tensors().size(), src->tensors().size() + 1);
+  for (const TensorView& t : src->tensors()) {
+    const TensorView* r = g->find_tensor(t.name);
+    ASSERT_NE(r, nullptr) << t.name;
+    EXPECT_EQ(r->dtype, t.dtype);
+    EXPECT_EQ(r->shape, t.shape);
+    ASSERT_EQ(r->nbytes, t.nbytes);
+    EXPECT_EQ(std::memcmp(r->data, t.data, t.nbytes), 0) << t.name;
+  }
+  EXPECT_EQ(static_cast<const float*>(g->find_tensor("norm")->data)[2], 3.f);
+}
+
 TEST(GgufWriter, Errors) {
   TempDir dir;
   {
@@ -129,6 +158,18 @@ TEST(GgufWriter, Errors) {
     GgufWriter w;
     w.add_tensor("t", {2, 0}, GgmlType::kF32);
     EXPECT_EQ(w.begin(dir.file("zero.gguf")).code(), StatusCode::kInvalidArgument);
+  }
+  {  // a row length the type cannot hold, an unknown type id
+    GgufWriter w;
+    w.add_tensor("q", {2, 100}, DType::kQ4_K);
+    const Status st = w.begin(dir.file("row.gguf"));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("row length 100 that Q4_K cannot hold"), std::string::npos)
+        << st.message();
+    GgufWriter w2;
+    w2.add_tensor("q", {2, 256}, static_cast<GgmlType>(16));
+    const Status st2 = w2.begin(dir.file("type.gguf"));
+    EXPECT_NE(st2.message().find("unknown ggml type 16"), std::string::npos) << st2.message();
   }
   {
     GgufWriter w;

@@ -204,5 +204,31 @@ TEST_F(NpyFileTest, WriteErrors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// NpyWriter streams the same bytes write_npy writes at once, and refuses too many / too few.
+TEST_F(NpyFileTest, StreamingWriterMatchesWriteNpy) {
+  float data[12];
+  for (int i = 0; i < 12; ++i) data[i] = 0.5f * i - 2;
+  const std::string whole = path("whole.npy"), parts = path("parts.npy");
+  ASSERT_TRUE(write_npy(whole, {3, 4}, data, 12).ok());
+  {
+    auto w = NpyWriter::create(parts, {3, 4});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    ASSERT_TRUE(w->write(data, 5).ok());
+    ASSERT_TRUE(w->write(data + 5, 0).ok());
+    ASSERT_TRUE(w->write(data + 5, 7).ok());
+    EXPECT_EQ(w->write(data, 1).code(), StatusCode::kInvalidArgument);  // past the shape
+    ASSERT_TRUE(w->finish().ok());
+  }
+  EXPECT_EQ(testing::read_file(whole), testing::read_file(parts));
+  auto w = NpyWriter::create(path("short.npy"), {3, 4});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->write(data, 11).ok());
+  const Status st = w->finish();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("11 of 12 values"), std::string::npos) << st.message();
+  EXPECT_EQ(NpyWriter::create(path("neg.npy"), {-1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NpyWriter::create(path("nodir/x.npy"), {1}).status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace llmserve

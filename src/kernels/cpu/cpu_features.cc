@@ -63,4 +63,12 @@ const char* cpu_isa_name(CpuIsa isa) {
   return "?";
 }
 
+bool cpu_has_avx512_vnni() {
+  static const bool hw = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return hw && cpu_isa() >= CpuIsa::kAvx512;
+}
+
 }  // namespace llmserve

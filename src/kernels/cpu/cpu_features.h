@@ -21,4 +21,8 @@ void set_cpu_isa_for_testing(CpuIsa isa);
 
 const char* cpu_isa_name(CpuIsa isa);
 
+/// Whether the CPU has AVX512-VNNI (vpdpwssd) and cpu_isa() allows AVX-512 (the quantized
+/// GEMM's fastest kernels; LLMSERVE_ISA=avx2 turns them off with the rest of AVX-512).
+bool cpu_has_avx512_vnni();
+
 }  // namespace llmserve

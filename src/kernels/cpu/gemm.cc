@@ -25,6 +25,10 @@
 // a shared counter by every pool thread, so a thread whose core is busy elsewhere takes fewer.
 // The epilogue runs once per finished item; SwiGLU computes matching gate and up panels in
 // the same item and writes silu(g) * u.
+//
+// Quantized W (any ggml block type, or parts of mixed types from concat_rows) never reaches
+// the float machinery below: gemm() and gemm_silu_mul() hand it to the quantized-weight
+// kernels chosen in quant_gemm() (today the reference, kernels/quant/gemm_quant_ref.h).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -38,6 +42,8 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_kernels.h"
 #include "kernels/gemm.h"
+#include "kernels/quant/gemm_quant_ref.h"
+#include "kernels/quant/qgemm.h"
 
 namespace llmserve {
 namespace {
@@ -49,6 +55,24 @@ const GemmKernels& kernels() {
   return cpu_isa() >= CpuIsa::kAvx512 ? gemm_detail::gemm_kernels_avx512()
                                       : gemm_detail::gemm_kernels_avx2();
 }
+
+/// The GEMMs for quantized (or mixed-part) weights. The dispatch point for faster quantized
+/// kernels: pick them here (by cpu_isa(), as kernels() does); the reference stays their test
+/// oracle.
+struct QuantGemm {
+  void (*gemm)(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
+               GemmOutput mode, const GemmEpilogue* epilogue);
+  void (*gemm_silu_mul)(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
+                        ThreadPool* pool);
+};
+
+const QuantGemm& quant_gemm() {
+  static constexpr QuantGemm kReference{gemm_quant_ref, gemm_silu_mul_quant_ref};
+  return kReference;
+}
+
+/// Whether W takes the quantized path: a block-quantized dtype, or stacked parts of mixed types.
+bool is_quantized_weight(const WeightMatrix& w) { return is_quantized(w.dtype) || w.parts; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -415,26 +439,48 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
   if (parts.empty()) return InvalidArgument("concat_rows: no matrices");
   const int64_t cols = parts[0].cols;
   int64_t rows = 0;
-  bool same_dtype = true;
+  bool same_dtype = true, any_quantized = false;
   for (const WeightMatrix& p : parts) {
     if (p.cols != cols) {
       return InvalidArgument("concat_rows: column counts differ ({} vs {})", p.cols, cols);
     }
-    if (p.rows < 0 || (p.rows > 0 && p.data == nullptr)) {
+    if (p.rows < 0 || (p.rows > 0 && p.data == nullptr && p.parts == nullptr)) {
       return InvalidArgument("concat_rows: part without data");
     }
+    if (cols % dtype_block_elems(p.dtype) != 0) {
+      return InvalidArgument("concat_rows: {} columns are not whole {} blocks", cols,
+                             dtype_name(p.dtype));
+    }
     rows += p.rows;
-    same_dtype = same_dtype && p.dtype == parts[0].dtype;
+    same_dtype = same_dtype && p.dtype == parts[0].dtype && p.parts == nullptr;
+    any_quantized = any_quantized || is_quantized_weight(p);
+  }
+  if (!same_dtype && any_quantized) {
+    // Mixed types with a quantized part: keep every part as it is (flattening nested parts).
+    auto list = std::make_shared<std::vector<WeightMatrix>>();
+    for (const WeightMatrix& p : parts) {
+      if (p.parts != nullptr) {
+        list->insert(list->end(), p.parts->begin(), p.parts->end());
+      } else {
+        list->push_back(p);
+      }
+    }
+    WeightMatrix w;
+    w.dtype = parts[0].dtype;
+    w.rows = rows;
+    w.cols = cols;
+    w.parts = std::move(list);
+    return w;
   }
   const DType dtype = same_dtype ? parts[0].dtype : DType::kF32;
-  const size_t elem = dtype_size(dtype);
-  const size_t bytes = static_cast<size_t>(rows * cols) * elem;
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(dtype, cols));
+  const size_t bytes = static_cast<size_t>(rows) * row_bytes;
   std::shared_ptr<uint8_t[]> buf(new uint8_t[std::max<size_t>(bytes, 1)]);
   uint8_t* dst = buf.get();
   for (const WeightMatrix& p : parts) {
     const int64_t count = p.rows * cols;
     if (p.dtype == dtype) {
-      std::memcpy(dst, p.data, static_cast<size_t>(count) * elem);
+      std::memcpy(dst, p.data, static_cast<size_t>(p.rows) * row_bytes);
     } else {
       float* out = reinterpret_cast<float*>(dst);
       const auto* src16 = static_cast<const uint16_t*>(p.data);
@@ -444,7 +490,7 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
                                           : bf16_to_f32(src16[i]);
       }
     }
-    dst += static_cast<size_t>(count) * elem;
+    dst += static_cast<size_t>(p.rows) * row_bytes;
   }
   WeightMatrix w;
   w.data = buf.get();
@@ -456,6 +502,7 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
 }
 
 void prepare_weight(WeightMatrix& w, WeightUse use) {
+  if (is_quantized_weight(w)) return prepare_quantized(w, use);  // qgemm tiles
   if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
     return;
   }
@@ -505,6 +552,10 @@ void prepare_weight(WeightMatrix& w, WeightUse use) {
 
 void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
           GemmOutput mode, const GemmEpilogue* epilogue) {
+  if (is_quantized_weight(w)) {
+    if (quant_gemm_ready(w)) return gemm_quant(x, m, w, y, pool, mode, epilogue);
+    return quant_gemm().gemm(x, m, w, y, pool, mode, epilogue);
+  }
   Job job{};
   job.x = x;
   job.m = m;
@@ -524,6 +575,10 @@ void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool
 
 void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
                    ThreadPool* pool) {
+  if (is_quantized_weight(gate_up)) {
+    if (quant_gemm_ready(gate_up)) return gemm_silu_mul_quant(x, m, gate_up, out, pool);
+    return quant_gemm().gemm_silu_mul(x, m, gate_up, out, pool);
+  }
   Job job{};
   job.x = x;
   job.m = m;

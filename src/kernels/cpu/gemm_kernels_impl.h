@@ -101,6 +101,7 @@ void dot(DType dtype, int mb, const float* x, int64_t ldx, const void* const* ro
     case DType::kF32: return dot_dtype<V, DType::kF32>(mb, x, ldx, rows, k, pf, out);
     case DType::kF16: return dot_dtype<V, DType::kF16>(mb, x, ldx, rows, k, pf, out);
     case DType::kBF16: return dot_dtype<V, DType::kBF16>(mb, x, ldx, rows, k, pf, out);
+    default: LLMS_CHECK(false, "float GEMM kernel called with {}", dtype_name(dtype));
   }
 }
 
@@ -250,6 +251,7 @@ void micro2_any(DType wtype, int mr, const float* xp, const void* w, int64_t pan
     case DType::kF32: return run.template operator()<DType::kF32>();
     case DType::kF16: return run.template operator()<DType::kF16>();
     case DType::kBF16: return run.template operator()<DType::kBF16>();
+    default: LLMS_CHECK(false, "float GEMM kernel called with {}", dtype_name(wtype));
   }
 }
 
@@ -280,6 +282,7 @@ void micro_any(DType wtype, int mr, const float* xp, const void* w, int sub, int
     case DType::kBF16:
       return micro_mr<V, DType::kBF16, V::kMr>(mr, xp, w, sub, ldw, kc, c, ldc, m_valid,
                                                n_valid, accumulate, pf_bytes);
+    default: LLMS_CHECK(false, "float GEMM kernel called with {}", dtype_name(wtype));
   }
 }
 
@@ -341,6 +344,7 @@ void pack_w(DType dtype, const void* w, int64_t ldw, int64_t n_valid, int64_t k0
     case DType::kF32: return pack_w_dtype<V, DType::kF32>(w, ldw, n_valid, k0, kc, dst);
     case DType::kF16: return pack_w_dtype<V, DType::kF16>(w, ldw, n_valid, k0, kc, dst);
     case DType::kBF16: return pack_w_dtype<V, DType::kBF16>(w, ldw, n_valid, k0, kc, dst);
+    default: LLMS_CHECK(false, "float GEMM kernel called with {}", dtype_name(dtype));
   }
 }
 
@@ -368,6 +372,7 @@ void convert(DType dtype, const void* src, int64_t kc, float* dst) {
     case DType::kF32: return convert_dtype<V, DType::kF32>(src, kc, dst);
     case DType::kF16: return convert_dtype<V, DType::kF16>(src, kc, dst);
     case DType::kBF16: return convert_dtype<V, DType::kBF16>(src, kc, dst);
+    default: LLMS_CHECK(false, "float GEMM kernel called with {}", dtype_name(dtype));
   }
 }
 

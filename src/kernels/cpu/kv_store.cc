@@ -48,6 +48,8 @@ void store_kv_values(void* base, DType dtype, int64_t offset, const float* src, 
       for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
       return;
     }
+    default:
+      LLMS_CHECK(false, "store_kv_values: {} is not a KV cache dtype", dtype_name(dtype));
   }
 }
 

@@ -8,6 +8,10 @@
 #include "common/check.h"
 #include "kernels/ops.h"
 
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_kernels.h"
+#include "quant/dequantize_ref.h"
+
 namespace llmserve {
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -56,6 +60,9 @@ void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
       for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
+    default:  // quantized: whole blocks, the reference dequantizer
+      dequantize_row_ref(dtype, src, dst, n);
+      return;
   }
 }
 
@@ -140,10 +147,10 @@ void rope(float* x, int32_t num_heads, int32_t head_dim, int32_t pos, const floa
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  // The GEMM kernels' vectorized SwiGLU (the float path's own; one per ISA).
+  const auto& kr = cpu_isa() >= CpuIsa::kAvx512 ? gemm_detail::gemm_kernels_avx512()
+                                                : gemm_detail::gemm_kernels_avx2();
+  kr.silu_mul(gate, up, out, n);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

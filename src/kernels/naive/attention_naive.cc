@@ -115,6 +115,8 @@ void load_kv_values(const void* base, DType dtype, int64_t offset, float* dst, i
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(h[i]);
       return;
+    default:
+      LLMS_CHECK(false, "load_kv_values: {} is not a KV cache dtype", dtype_name(dtype));
   }
 }
 

@@ -1,0 +1,146 @@
+// The quantized GEMM (kernels/quant/qgemm.h) at bench-250m's shapes (qkv [1536, 1024], o
+// [1024, 1024], gate_up [5632, 1024] through gemm_silu_mul, down [1024, 2816], lm_head
+// [32000, 1024]) and TinyLlama-1.1B's (qkv [2560, 2048], gate_up [11264, 2048], down
+// [2048, 5632]) for M = 1, 8, 32, 512 and the common types (Q4_K, Q6_K, Q8_0, Q5_K, Q4_0,
+// Q5_0, IQ4_NL, IQ4_XS), on prepared weights as a model loads them (bench_gemm has the same
+// shapes in bf16 / f32 for comparison).
+//
+// Weights are random codes with sane fp16 scales (speed does not depend on the values) and
+// rotate through copies totalling > 2x the last-level cache, so each call streams its
+// weights from DRAM as a forward pass does. Counters: weight_GBps (the file's bytes of W /
+// time: what the decode roofline counts), pct_bandwidth (of machine_limits()), GMACs.
+// `LLMSERVE_ISA=avx2` forces the AVX2 kernels.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/gemm.h"
+#include "kernels/quant/qgemm.h"
+#include "machine_limits.h"
+#include "quant/block_formats.h"
+
+namespace llmserve {
+namespace {
+
+int threads() {
+  if (const char* t = std::getenv("LLMSERVE_BENCH_THREADS")) return std::atoi(t);
+  return ThreadPool::physical_cores();
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(threads());
+  return p;
+}
+
+/// Byte offsets of the fp16 scale fields of a block (d, and dmin / m when present).
+std::vector<int> half_fields(DType t) {
+  using namespace quant;
+  switch (t) {
+    case DType::kQ4_0: return {0};
+    case DType::kQ4_1: return {0, 2};
+    case DType::kQ5_0: return {0};
+    case DType::kQ5_1: return {0, 2};
+    case DType::kQ8_0: return {0};
+    case DType::kIQ4_NL: return {0};
+    case DType::kQ2_K: return {static_cast<int>(offsetof(BlockQ2_K, d)), static_cast<int>(offsetof(BlockQ2_K, dmin))};
+    case DType::kQ3_K: return {static_cast<int>(offsetof(BlockQ3_K, d))};
+    case DType::kQ4_K: return {0, 2};
+    case DType::kQ5_K: return {0, 2};
+    case DType::kQ6_K: return {static_cast<int>(offsetof(BlockQ6_K, d))};
+    case DType::kIQ4_XS: return {0};
+    default: return {};
+  }
+}
+
+struct Weights {
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> bytes;
+  std::vector<WeightMatrix> copies;
+  int64_t file_bytes = 0;
+};
+
+Weights make(DType t, int64_t n, int64_t k, WeightUse use) {
+  Weights w;
+  const int64_t row = dtype_row_bytes(t, k), bb = dtype_block_bytes(t);
+  w.file_bytes = n * row;
+  const int64_t copies = std::max<int64_t>(2, (int64_t{160} << 20) / w.file_bytes);
+  std::mt19937 rng(1);
+  for (int64_t c = 0; c < copies; ++c) {
+    auto b = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(w.file_bytes));
+    for (auto& v : *b) v = static_cast<uint8_t>(rng());
+    const uint16_t d = f32_to_f16(0.01f);
+    for (int64_t blk = 0; blk < w.file_bytes / bb; ++blk)
+      for (int off : half_fields(t)) std::memcpy(b->data() + blk * bb + off, &d, 2);
+    WeightMatrix m;
+    m.data = b->data();
+    m.dtype = t;
+    m.rows = n;
+    m.cols = k;
+    m.storage = b;
+    prepare_weight(m, use);
+    w.bytes.push_back(std::move(b));
+    w.copies.push_back(std::move(m));
+  }
+  return w;
+}
+
+void run(benchmark::State& state, DType t, int64_t n, int64_t k, bool silu) {
+  const int64_t m = state.range(0);
+  const Weights w = make(t, n, k, silu ? WeightUse::kSiluMul : WeightUse::kGemm);
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  size_t i = 0;
+  for (auto _ : state) {
+    const WeightMatrix& wm = w.copies[i++ % w.copies.size()];
+    if (silu)
+      gemm_silu_mul(x.data(), m, wm, y.data(), &pool());
+    else
+      gemm(x.data(), m, wm, y.data(), &pool());
+    benchmark::ClobberMemory();
+  }
+  const auto& lim = bench::machine_limits(threads());
+  const double calls = static_cast<double>(state.iterations());
+  state.counters["weight_GBps"] =
+      benchmark::Counter(calls * double(w.file_bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GMACs"] =
+      benchmark::Counter(calls * double(m) * n * k / 1e9, benchmark::Counter::kIsRate);
+  state.counters["bw_GBps_limit"] = lim.read_bandwidth_gbs;
+  state.SetLabel(std::string(dtype_ggml_name(t)) + " " + quant_gemm_isa());
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+  bool silu;
+};
+
+const Shape kShapes[] = {
+    {"250m_qkv", 1536, 1024, false}, {"250m_o", 1024, 1024, false},
+    {"250m_gate_up", 5632, 1024, true}, {"250m_down", 1024, 2816, false},
+    {"250m_lm_head", 32000, 1024, false}, {"1b_qkv", 2560, 2048, false},
+    {"1b_gate_up", 11264, 2048, true}, {"1b_down", 2048, 5632, false},
+};
+const DType kBenchTypes[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ5_K,
+                             DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL, DType::kIQ4_XS};
+
+[[maybe_unused]] const int kRegistered = [] {
+  for (DType t : kBenchTypes)
+    for (const Shape& s : kShapes) {
+      auto* b = benchmark::RegisterBenchmark(
+          (std::string("qgemm/") + std::string(dtype_ggml_name(t)) + "/" + s.name).c_str(),
+          [t, s](benchmark::State& st) { run(st, t, s.n, s.k, s.silu); });
+      b->Arg(1)->Arg(8)->Arg(32)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
+  return 0;
+}();
+
+}  // namespace
+}  // namespace llmserve
+
+BENCHMARK_MAIN();

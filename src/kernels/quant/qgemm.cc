@@ -1,0 +1,340 @@
+// The quantized GEMM's driver (the recipe and the layout: qgemm.h): kernel selection,
+// activation quantization, work items and threads, mixed-type parts, SwiGLU, accumulation
+// and epilogues.
+//
+// Work items are (row block of up to kRowBlock rows) x (group of tiles: 16-column units,
+// as many as the epilogue's column alignment needs), taken from a shared counter by every
+// pool thread. For each tile of an item, every chunk's record is decoded once into an L1
+// buffer of int16 weights and then multiplied into all rows of the block, MR rows at a time;
+// the float accumulators of the block's rows x 16 columns live in a per-thread buffer. A row's
+// result does not depend on the block, the item or the thread (qgemm.h), so all of these are
+// free choices for speed.
+#include "kernels/quant/qgemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <vector>
+
+#include "common/check.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/ops.h"
+#include "kernels/quant/gemm_quant_ref.h"
+#include "kernels/quant/qgemm_internal.h"
+
+namespace llmserve {
+namespace {
+
+using namespace qgemm;
+
+constexpr int64_t kRowBlock = 128;  // rows per work item (their accumulators: 8 KiB)
+/// How far ahead (at least; two records for large ones) few-row calls prefetch W.
+constexpr int64_t kPrefetchBytes = 4096;
+
+/// prepare_quantized's result (WeightMatrix::packed with kPackedQuant): the repacked parts
+/// with their first row; for SwiGLU exactly {gate, up}, each of F rows.
+struct QPackedSet {
+  struct Part {
+    std::shared_ptr<const QPacked> packed;
+    int64_t row0 = 0;
+  };
+  std::vector<Part> parts;
+  bool silu = false;
+};
+
+std::atomic<const QKernels*> g_override{nullptr};
+
+const QKernels& kernels() { return active_kernels(); }
+
+/// Grow-only 64-byte-aligned scratch.
+template <typename T>
+class Buffer {
+ public:
+  T* get(int64_t n) {
+    if (n > cap_) {
+      const size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+      ptr_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+      if (!ptr_) throw std::bad_alloc();
+      cap_ = n;
+    }
+    return ptr_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> ptr_;
+  int64_t cap_ = 0;
+};
+
+/// Runs fn(i) for i in [0, items) on the pool (dynamic: a shared counter).
+template <typename Fn>
+void for_items(ThreadPool* pool, int64_t items, const Fn& fn) {
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  if (threads <= 1 || items <= 1) {
+    for (int64_t i = 0; i < items; ++i) fn(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool->parallel_for(std::min<int64_t>(threads, items), [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items;) fn(i);
+  });
+}
+
+/// The activations of one call, quantized for `qmax` (per calling thread).
+/// `slot` (0 or 1) picks one of two buffer sets, so two calls' results can be alive at once.
+QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_t k, DType type,
+                           ThreadPool* pool, int slot = 0) {
+  const int qmax = quant_traits(type).act_qmax;
+  thread_local Buffer<int16_t> qbufs[2], splitbufs[2];
+  thread_local Buffer<float> sbufs[2];
+  thread_local Buffer<int32_t> bbufs[2];
+  Buffer<int16_t>& qbuf = qbufs[slot];
+  Buffer<int16_t>& splitbuf = splitbufs[slot];
+  Buffer<float>& sbuf = sbufs[slot];
+  Buffer<int32_t>& bbuf = bbufs[slot];
+  QActs a;
+  a.m = m;
+  a.k = k;
+  a.chunks = (k + kChunk - 1) / kChunk;
+  a.qmax = qmax;
+  a.q = qbuf.get(m * k);
+  a.s = sbuf.get(m * a.chunks);
+  a.bsum16 = bbuf.get(std::max<int64_t>(1, m * (k / 16)));
+  const int min_sub = quant_traits(type).min_sub;
+  const bool split = qgemm::stored_mins(type);
+  if (split) a.bsplit = splitbuf.get(m * a.chunks * 32);
+  constexpr int64_t kRowsPerItem = 8;
+  if (m >= 2 * kRowsPerItem && pool != nullptr) {
+    for_items(pool, (m + kRowsPerItem - 1) / kRowsPerItem, [&](int64_t i) {
+      const int64_t r0 = i * kRowsPerItem, r1 = std::min(m, (i + 1) * kRowsPerItem);
+      kr.quantize(x, r0, r1, a);
+      if (split) split_min_sums(a, min_sub, r0, r1);
+    });
+  } else {
+    kr.quantize(x, 0, m, a);
+    if (split) split_min_sums(a, min_sub, 0, m);
+  }
+  return a;
+}
+
+/// Per-thread buffers of one item (two tiles' worth).
+struct ItemScratch {
+  Buffer<int16_t> wbuf[2];
+  Buffer<float> d[2], dm[2], facc[2], facc_up[2];
+  Buffer<int16_t> mins[2];
+};
+
+/// facc[i][rows][16] = rows [m0, m1) x tile `tile + i` (i < nt, nt 1 or 2) of one packed part,
+/// all of K.
+void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t tile, int nt,
+                  int64_t m0, int64_t m1, ItemScratch& s, float* const* facc) {
+  for (int i = 0; i < nt; ++i)
+    std::memset(facc[i], 0, static_cast<size_t>(m1 - m0) * kTileCols * sizeof(float));
+  if (m1 - m0 <= kr.max_mr) {  // one micro-kernel call per chunk: decode in registers
+    const uint8_t* end = p.data.get() + p.tiles * p.tile_bytes;
+    for (int i = 0; i < nt; ++i)
+      for (int64_t c = 0; c < p.chunks; ++c) {
+        // Software prefetch kPrefetchBytes ahead of the record about to be read: the stream
+        // prefetcher alone left few-row calls at ~40 % of the read bandwidth (the records'
+        // regions are read out of order: planes, then scales, then mins).
+        const uint8_t* rec = p.record(tile + i, c);
+        const int64_t bytes = p.layout(c).bytes;
+        const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 2 * bytes);
+        for (const uint8_t* q = rec + ahead; q < rec + ahead + bytes && q < end; q += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T0);
+        kr.fused(p.type, static_cast<int>(m1 - m0), a, m0, c * kChunk, p.chunk_elems(c), rec,
+                 p.layout(c), facc[i]);
+      }
+    return;
+  }
+  TileBufs tb[2];
+  for (int i = 0; i < nt; ++i)
+    tb[i] = {s.wbuf[i].get(kChunk / 2 * kLanes), s.d[i].get(8 * kTileCols),
+             s.dm[i].get(8 * kTileCols), s.mins[i].get(8 * kLanes), facc[i]};
+  for (int64_t c = 0; c < p.chunks; ++c) {
+    const int64_t e = p.chunk_elems(c);
+    for (int i = 0; i < nt; ++i)
+      kr.decode(p.type, p.record(tile + i, c), p.layout(c), e, const_cast<int16_t*>(tb[i].wbuf),
+                const_cast<float*>(tb[i].d), const_cast<float*>(tb[i].dm),
+                const_cast<int16_t*>(tb[i].mins));
+    for (int64_t r = m0; r < m1; r += kr.max_mr) {
+      const int mr = static_cast<int>(std::min<int64_t>(kr.max_mr, m1 - r));
+      TileBufs at[2];
+      for (int i = 0; i < nt; ++i) {
+        at[i] = tb[i];
+        at[i].facc = facc[i] + (r - m0) * kTileCols;
+      }
+      kr.chunk(p.type, mr, nt, a, r, c * kChunk, e, at);
+    }
+  }
+}
+
+int64_t lcm64(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
+
+/// One part (single type) of gemm_quant: columns [col0, col0 + p.n) of y (row stride ldy).
+void run_part(const QKernels& kr, const QPacked& p, const float* x, int64_t m, float* y,
+              int64_t ldy, int64_t col0, ThreadPool* pool, GemmOutput mode,
+              const GemmEpilogue* epilogue) {
+  const QActs a = quantize_activations(kr, x, m, p.k, p.type, pool);
+  const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
+  // Tiles per item: the epilogue's alignment, and at least 2 (the chunk kernel pairs tiles).
+  const int64_t group = std::max<int64_t>(2, lcm64(kTileCols, align) / kTileCols);
+  const int64_t groups = (p.tiles + group - 1) / group;
+  const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
+  thread_local ItemScratch scratch;
+  for_items(pool, groups * mblocks, [&](int64_t item) {
+    ItemScratch& s = scratch;
+    const int64_t mb = item / groups, g = item % groups;
+    const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+    const int64_t t0 = g * group, t1 = std::min(p.tiles, t0 + group);
+    float* facc[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
+    for (int64_t t = t0; t < t1; t += 2) {
+      const int nt = t + 1 < t1 ? 2 : 1;
+      tile_product(kr, p, a, t, nt, m0, m1, s, facc);
+      for (int i = 0; i < nt; ++i) {
+        const int64_t c0 = (t + i) * kTileCols, cols = std::min<int64_t>(kTileCols, p.n - c0);
+        for (int64_t r = m0; r < m1; ++r) {
+          float* dst = y + r * ldy + col0 + c0;
+          const float* src = facc[i] + (r - m0) * kTileCols;
+          if (mode == GemmOutput::kAccumulate) {
+            for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
+          } else {
+            std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+          }
+        }
+      }
+    }
+    if (epilogue != nullptr)
+      epilogue->apply(m0, m1, col0 + t0 * kTileCols, col0 + std::min(p.n, t1 * kTileCols), y, ldy);
+  });
+}
+
+const QPackedSet* packed_set(const WeightMatrix& w) {
+  return w.packed_format == kPackedQuant ? static_cast<const QPackedSet*>(w.packed.get())
+                                         : nullptr;
+}
+
+std::shared_ptr<const QPacked> pack_rows(const WeightMatrix& w, int64_t row0, int64_t rows) {
+  const auto* base = static_cast<const uint8_t*>(w.data) + row0 * dtype_row_bytes(w.dtype, w.cols);
+  return repack(w.dtype, base, rows, w.cols);
+}
+
+}  // namespace
+
+void prepare_quantized(WeightMatrix& w, WeightUse use) {
+  if (w.packed_format == kPackedQuant || w.rows <= 0 || w.cols <= 0) return;
+  if (!(is_quantized(w.dtype) || w.parts != nullptr)) return;
+  auto set = std::make_shared<QPackedSet>();
+  // The matrices making up W, each single-typed, with their first row.
+  std::vector<std::pair<const WeightMatrix*, int64_t>> pieces;
+  if (w.parts != nullptr) {
+    int64_t row = 0;
+    for (const WeightMatrix& part : *w.parts) {
+      if (!is_quantized(part.dtype) || part.data == nullptr) return;  // float parts: reference
+      pieces.emplace_back(&part, row);
+      row += part.rows;
+    }
+  } else {
+    if (w.data == nullptr) return;
+    pieces.emplace_back(&w, 0);
+  }
+  if (use == WeightUse::kSiluMul) {
+    // {gate, up}: the halves of one matrix, or two parts of F rows each.
+    const int64_t f = w.rows / 2;
+    if (w.rows % 2 != 0) return;
+    set->silu = true;
+    if (pieces.size() == 1) {
+      set->parts.push_back({pack_rows(w, 0, f), 0});
+      set->parts.push_back({pack_rows(w, f, f), f});
+    } else if (pieces.size() == 2 && pieces[0].first->rows == f) {
+      set->parts.push_back({pack_rows(*pieces[0].first, 0, f), 0});
+      set->parts.push_back({pack_rows(*pieces[1].first, 0, f), f});
+    } else {
+      return;  // an unusual stacking: left to the reference path
+    }
+  } else {
+    for (const auto& [part, row0] : pieces)
+      set->parts.push_back({pack_rows(*part, 0, part->rows), row0});
+  }
+  w.packed = std::shared_ptr<const void>(set, set.get());
+  w.packed_format = kPackedQuant;
+}
+
+bool quant_gemm_ready(const WeightMatrix& w) { return packed_set(w) != nullptr; }
+
+void gemm_quant(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool* pool,
+                GemmOutput mode, const GemmEpilogue* epilogue) {
+  const QPackedSet* set = packed_set(w);
+  LLMS_CHECK(set != nullptr && !set->silu, "gemm_quant: W was not prepared for gemm");
+  if (m <= 0) return;
+  const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
+  for (const QPackedSet::Part& part : set->parts)
+    if (part.row0 % align != 0)  // an epilogue tile would straddle two parts
+      return gemm_quant_ref(x, m, w, y, pool, mode, epilogue);
+  const QKernels& kr = kernels();
+  for (const QPackedSet::Part& part : set->parts)
+    run_part(kr, *part.packed, x, m, y, w.rows, part.row0, pool, mode, epilogue);
+}
+
+void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
+                         ThreadPool* pool) {
+  const QPackedSet* set = packed_set(gate_up);
+  LLMS_CHECK(set != nullptr && set->silu && set->parts.size() == 2,
+             "gemm_silu_mul_quant: W was not prepared for SwiGLU");
+  if (m <= 0) return;
+  const QKernels& kr = kernels();
+  const QPacked& gate = *set->parts[0].packed;
+  const QPacked& up = *set->parts[1].packed;
+  const int64_t f = gate.n;
+  const QActs ag = quantize_activations(kr, x, m, gate.k, gate.type, pool);
+  // The up part may need other activation codes (another type): a second buffer set.
+  const QActs au = up.type == gate.type ? ag
+                                        : quantize_activations(kr, x, m, up.k, up.type, pool, 1);
+  const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
+  thread_local ItemScratch scratch;
+  const int64_t pairs = (gate.tiles + 1) / 2;
+  for_items(pool, pairs * mblocks, [&](int64_t item) {
+    ItemScratch& s = scratch;
+    const int64_t mb = item / pairs, t = 2 * (item % pairs);
+    const int nt = t + 1 < gate.tiles ? 2 : 1;
+    const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+    float* fg[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
+    float* fu[2] = {s.facc_up[0].get(kRowBlock * kTileCols),
+                    s.facc_up[1].get(kRowBlock * kTileCols)};
+    tile_product(kr, gate, ag, t, nt, m0, m1, s, fg);
+    tile_product(kr, up, au, t, nt, m0, m1, s, fu);
+    for (int i = 0; i < nt; ++i) {
+      const int64_t c0 = (t + i) * kTileCols, cols = std::min<int64_t>(kTileCols, f - c0);
+      for (int64_t r = m0; r < m1; ++r)
+        silu_mul(fg[i] + (r - m0) * kTileCols, fu[i] + (r - m0) * kTileCols, out + r * f + c0,
+                 cols);
+    }
+  });
+}
+
+const char* quant_gemm_isa() { return kernels().name; }
+
+}  // namespace llmserve
+
+namespace llmserve::qgemm {
+
+const QKernels& active_kernels() {
+  if (const QKernels* k = g_override.load(std::memory_order_relaxed)) return *k;
+  if (cpu_isa() >= CpuIsa::kAvx512)
+    return cpu_has_avx512_vnni() ? qkernels_avx512vnni() : qkernels_avx512();
+  return qkernels_avx2();
+}
+
+void set_kernels_for_testing(const QKernels* kernels) {
+  g_override.store(kernels, std::memory_order_relaxed);
+}
+
+}  // namespace llmserve::qgemm

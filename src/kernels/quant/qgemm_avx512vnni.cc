@@ -1,0 +1,27 @@
+// The quantized GEMM's AVX-512 VNNI kernels: the AVX-512 ones with vpdpwssd (the int16 pair
+// products and their int32 accumulation in one instruction). Entered only when the CPU has
+// avx512vnni (cpu_has_avx512_vnni()).
+#include "kernels/quant/qgemm_avx512_traits.h"
+
+#include "common/dtype.h"
+#include "kernels/quant/qgemm_internal.h"
+
+namespace llmserve::qgemm {
+namespace {
+struct Avx512VnniQ : Avx512Q {
+  // vpdpwssd through asm with an in-place accumulator: with the intrinsic, GCC 12 copies
+  // every accumulator to a scratch register and back around each instruction (twice the
+  // instructions in the micro-kernel's inner loop).
+  static iv madd_acc(iv acc, iv w, iv a) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
+    return acc;
+  }
+};
+}  // namespace
+}  // namespace llmserve::qgemm
+
+#include "kernels/quant/qgemm_kernels_impl.h"
+
+namespace llmserve::qgemm {
+const QKernels& qkernels_avx512vnni() { return make_kernels<Avx512VnniQ>("avx512vnni"); }
+}  // namespace llmserve::qgemm

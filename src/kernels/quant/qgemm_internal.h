@@ -1,0 +1,129 @@
+// Private to kernels/quant/: the repacked layout, the quantized activations and the per-ISA
+// kernel table of the quantized GEMM (qgemm.h describes the recipe).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/dtype.h"
+#include "kernels/quant/qformat.h"
+
+namespace llmserve::qgemm {
+
+inline constexpr int kTileCols = 16;    // weight rows (output columns) per tile
+inline constexpr int kLanes = 32;       // int16 lanes per k-pair of a tile: (column, k parity)
+inline constexpr int kChunk = 256;      // K elements per chunk (activation scale granularity)
+inline constexpr int kUnit = 32;        // K elements per decode unit (16 k-pairs)
+
+/// Byte offsets inside one (tile, chunk) record of `e` elements (a multiple of 32; -1 =
+/// region absent). Code planes, lane l = 2 c + p (column c of the tile, k parity p), each
+/// plane unit 64 bytes = 32 little-endian 16-bit lane words:
+///  - p4 (4-bit codes, low 4 bits): unit of 8 elements, lane word nibble j = code of element
+///    k0 + 2 j + p;
+///  - p2 (2-bit codes: Q2_K, Q3_K's low bits, Q6_K's high bits): unit of 16 elements, bits
+///    2 j..2 j + 1 = element k0 + 2 j + p;
+///  - p1 (1-bit: Q5_x's fifth bit, Q3_K's hmask bit): unit of 32 elements, bit j = element
+///    k0 + 2 j + p;
+///  - p8 (Q8_0): unit of 2 elements, 32 bytes, byte l = element k0 + p of column c.
+/// Then fp16 d[blocks][16], fp16 dm[blocks][16] (types with a min), int8 sub-scales
+/// [e / sub_elems][16], uint8 mins [e / min_sub][16] (K-quants with mins).
+struct RecordLayout {
+  int64_t p4 = -1, p2 = -1, p1 = -1, p8 = -1, d = -1, dm = -1, sub = -1, min = -1;
+  int64_t bytes = 0;
+};
+
+/// Elements per sub-scale of a type with sub-scales: 32 for Q4_K / Q5_K / IQ4_XS, else 16.
+int sub_elems(DType type);
+/// Whether mins are stored per sub-block (Q2_K, Q4_K, Q5_K; Q4_1 / Q5_1 have min 1).
+bool stored_mins(DType type);
+
+RecordLayout record_layout(DType type, int64_t e);
+
+/// One single-type matrix, repacked: tiles of 16 rows, each tile the records of its chunks
+/// in K order (rows past N are zero: they contribute nothing and are never stored).
+struct QPacked {
+  DType type = DType::kQ4_0;
+  int64_t n = 0, k = 0, tiles = 0, chunks = 0;
+  std::vector<int64_t> chunk_offset;  // bytes from a tile's start; chunks + 1 entries
+  int64_t tile_bytes = 0;
+  RecordLayout full, tail;  // records of 256 elements, and of the last (shorter) chunk
+  std::shared_ptr<uint8_t> data;  // 64-byte aligned, tiles * tile_bytes
+
+  const uint8_t* record(int64_t tile, int64_t chunk) const {
+    return data.get() + tile * tile_bytes + chunk_offset[chunk];
+  }
+  const RecordLayout& layout(int64_t chunk) const {
+    return chunk + 1 < chunks || k % kChunk == 0 ? full : tail;
+  }
+  int64_t chunk_elems(int64_t chunk) const {
+    return chunk + 1 < chunks || k % kChunk == 0 ? kChunk : k % kChunk;
+  }
+};
+
+/// Repacks rows [0, w.rows) of a single-type quantized matrix.
+std::shared_ptr<const QPacked> repack(DType type, const void* data, int64_t n, int64_t k);
+
+/// Quantized activations of one call (qgemm.h step 1): per row, K int16 codes, one float
+/// scale per 256-chunk and the int32 sums of each 16 codes.
+struct QActs {
+  int64_t m = 0, k = 0, chunks = 0;
+  int qmax = 0;
+  int16_t* q = nullptr;       // [m][k]
+  float* s = nullptr;         // [m][chunks]
+  int32_t* bsum16 = nullptr;  // [m][k / 16]
+  /// For types with stored mins (Q2_K, Q4_K, Q5_K): per row and chunk, the min sub-blocks'
+  /// code sums split as bsum = hi * 512 + lo (lo in [0, 512)) into int16: lo of sub-blocks
+  /// 0..15 then hi of 0..15 ([m][chunks][32]); see split_min_sums.
+  int16_t* bsplit = nullptr;
+};
+
+/// Fills a.bsplit for rows [r0, r1) from a.bsum16, for min sub-blocks of `min_sub` elements.
+void split_min_sums(const QActs& a, int min_sub, int64_t r0, int64_t r1);
+
+/// The scalar definition of step 1 for rows [r0, r1) (the SIMD versions must match it).
+void quantize_acts_ref(const float* x, int64_t r0, int64_t r1, const QActs& a);
+
+/// One tile's decoded chunk and its rows' float accumulators (facc[r][16], row stride 16),
+/// for QKernels::chunk.
+struct TileBufs {
+  const int16_t* wbuf;
+  const float* d;
+  const float* dm;
+  const int16_t* mins;  // int16 pairs of min sub-blocks (lanes as wbuf's)
+  float* facc;
+};
+
+/// What one ISA provides.
+struct QKernels {
+  const char* name;
+  int max_mr;  // rows per micro-kernel call
+  /// Step 1 for rows [r0, r1) of x (row stride a.k).
+  void (*quantize)(const float* x, int64_t r0, int64_t r1, const QActs& a);
+  /// Decodes the record of (tile, chunk) with `e` elements into int16 weights
+  /// wbuf[e / 2][kLanes] (value * sub_scale, k-pair major, lanes as the planes), float
+  /// d[blocks][16] and dm[blocks][16], and int16 min pairs mins[e / min_sub / 2][kLanes]
+  /// (stored mins only).
+  void (*decode)(DType type, const uint8_t* record, const RecordLayout& lay, int64_t e,
+                 int16_t* wbuf, float* d, float* dm, int16_t* mins);
+  /// Step 2 for `mr` rows (mr <= max_mr) over one chunk of `e` elements starting at K
+  /// offset k0, for `nt` (1 or 2) tiles decoded by `decode`: each tile's facc accumulates
+  /// every scale block of the chunk. Two tiles share each activation broadcast.
+  void (*chunk)(DType type, int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const TileBufs* tiles);
+  /// decode + chunk in one pass for `mr` <= max_mr rows, reading the record itself (the
+  /// small-M path: no int16 buffer). Same results, bit for bit.
+  void (*fused)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const uint8_t* record, const RecordLayout& lay, float* facc);
+};
+
+const QKernels& qkernels_avx2();
+const QKernels& qkernels_avx512();
+const QKernels& qkernels_avx512vnni();
+
+/// The kernels gemm_quant uses: the override when set (tests), else chosen from cpu_isa()
+/// and cpu_has_avx512_vnni(). Pass null to clear the override.
+const QKernels& active_kernels();
+void set_kernels_for_testing(const QKernels* kernels);
+
+}  // namespace llmserve::qgemm

@@ -1,0 +1,270 @@
+// The fast quantized GEMM (kernels/quant/qgemm.h: repacked tiles, integer activations, SIMD
+// micro-kernels) against its obviously-correct twin, the scalar recipe reference
+// gemm_quant_recipe_ref, bit for bit: every type, every kernel family this CPU runs (AVX2,
+// AVX-512, AVX-512 VNNI), odd shapes (M = 1 .. 130, N not a multiple of 16, K with a short last
+// chunk), with and without a pool, store / accumulate / epilogue / SwiGLU / mixed-type parts.
+// And the recipe against the exact arithmetic of the stored weights (dequantize, float GEMM):
+// within the activation quantization's bound.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/quant/qformat.h"
+#include "kernels/quant/qgemm.h"
+#include "kernels/quant/qgemm_internal.h"
+#include "quant_weights.h"
+
+namespace llmserve {
+namespace {
+
+using qgemm::QKernels;
+
+/// The kernel families this CPU can run.
+std::vector<const QKernels*> families() {
+  std::vector<const QKernels*> f = {&qgemm::qkernels_avx2()};
+  if (cpu_isa() >= CpuIsa::kAvx512) f.push_back(&qgemm::qkernels_avx512());
+  if (cpu_has_avx512_vnni()) f.push_back(&qgemm::qkernels_avx512vnni());
+  return f;
+}
+
+struct KernelOverride {
+  explicit KernelOverride(const QKernels* k) { qgemm::set_kernels_for_testing(k); }
+  ~KernelOverride() { qgemm::set_kernels_for_testing(nullptr); }
+};
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << what << " at " << i << ": " << got[i] << " vs " << want[i];
+}
+
+/// K values for a type: whole blocks; legacy types also get a short last 256-chunk.
+std::vector<int64_t> k_values(DType t) {
+  if (dtype_block_elems(t) == 256) return {256, 768};
+  return {32, 288, 512};
+}
+
+class QGemm : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QGemm, EveryKernelFamilyMatchesTheRecipeReferenceBitForBit) {
+  const DType type = GetParam();
+  ThreadPool pool(2);
+  uint32_t seed = 11;
+  for (int64_t k : k_values(type))
+    for (int64_t n : {1, 13, 16, 37}) {
+      QuantWeight q = make_weight(type, n, k, seed++);
+      for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 130}) {
+        const auto x = random_vec(static_cast<size_t>(m * k), seed++);
+        std::vector<float> want(static_cast<size_t>(m * n));
+        gemm_quant_recipe_ref(x.data(), m, q.w, want.data());
+        WeightMatrix w = q.w;
+        prepare_weight(w);
+        ASSERT_TRUE(quant_gemm_ready(w));
+        for (const QKernels* kr : families()) {
+          KernelOverride use(kr);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            const std::string what = std::string(dtype_name(type)) + " " + kr->name + " M=" +
+                                     std::to_string(m) + " N=" + std::to_string(n) +
+                                     " K=" + std::to_string(k) + (p ? " pool" : "");
+            std::vector<float> got(want.size(), NAN);
+            gemm(x.data(), m, w, got.data(), p);
+            expect_same_bits(got, want, what);
+          }
+        }
+      }
+    }
+}
+
+TEST_P(QGemm, RecipeIsWithinTheActivationQuantizationBoundOfTheExactArithmetic) {
+  // |recipe - exact| <= sum_i |w_i| * (s_i / 2) (each activation code is off by at most half
+  // its chunk's step s = amax / qmax) + float32 rounding.
+  const DType type = GetParam();
+  const int64_t k = 3 * 256, n = 21, m = 4;
+  const QuantWeight q = make_weight(type, n, k, 3);
+  const auto x = random_vec(static_cast<size_t>(m * k), 4);
+  std::vector<float> got(static_cast<size_t>(m * n)), exact(static_cast<size_t>(m * n));
+  gemm_quant_recipe_ref(x.data(), m, q.w, got.data());
+  gemm(x.data(), m, q.f32, exact.data(), nullptr);
+  const int qmax = qgemm::quant_traits(type).act_qmax;
+  const auto mag = magnitudes(x, q.values, m, n, k);
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double bound = 0;
+      for (int64_t c = 0; c < k / 256; ++c) {
+        double amax = 0, wsum = 0;
+        for (int64_t e = 256 * c; e < 256 * c + 256; ++e) {
+          amax = std::max(amax, std::fabs(double(x[i * k + e])));
+          wsum += std::fabs(q.values[j * k + e]);
+        }
+        bound += wsum * amax / qmax / 2;
+      }
+      const double err = std::fabs(double(got[i * n + j]) - exact[i * n + j]);
+      ASSERT_LE(err, bound * 1.001 + 2e-6 * mag[i * n + j] + 1e-6)
+          << dtype_name(type) << " (" << i << ", " << j << ")";
+      worst = std::max(worst, err / (mag[i * n + j] + 1e-30));
+    }
+  // And it is far inside llama.cpp's 8-bit activations' error (qmax 127): 12+ bits.
+  EXPECT_LT(worst, 1.0 / 2000) << dtype_name(type);
+}
+
+/// Records every tile it is handed (checking alignment), then doubles it.
+class DoublingEpilogue final : public GemmEpilogue {
+ public:
+  DoublingEpilogue(int64_t align, int64_t n) : align_(align), n_(n) {}
+  int64_t column_alignment() const override { return align_; }
+  void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
+             int64_t ldy) const override {
+    EXPECT_EQ(n0 % align_, 0);
+    EXPECT_TRUE(n1 % align_ == 0 || n1 == n_);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t i = m0; i < m1; ++i)
+      for (int64_t j = n0; j < n1; ++j) {
+        EXPECT_TRUE(seen_.insert({i, j}).second);
+        y[i * ldy + j] *= 2;
+      }
+  }
+  size_t seen() const { return seen_.size(); }
+
+ private:
+  int64_t align_, n_;
+  mutable std::mutex mu_;
+  mutable std::set<std::pair<int64_t, int64_t>> seen_;
+};
+
+TEST_P(QGemm, AccumulateEpilogueAndSwiGluOnEveryFamily) {
+  const DType type = GetParam();
+  const int64_t k = dtype_block_elems(type) == 256 ? 512 : 288, n = 40, m = 9;
+  ThreadPool pool(2);
+  QuantWeight q = make_weight(type, n, k, 21);
+  QuantWeight gu = make_weight(type, 2 * 24, k, 22);
+  const auto x = random_vec(static_cast<size_t>(m * k), 23);
+  std::vector<float> want(static_cast<size_t>(m * n));
+  gemm_quant_recipe_ref(x.data(), m, q.w, want.data());
+  std::vector<float> gu_ref(static_cast<size_t>(m * 48)), h_want(static_cast<size_t>(m * 24));
+  gemm_quant_recipe_ref(x.data(), m, gu.w, gu_ref.data());
+  for (int64_t i = 0; i < m; ++i)
+    silu_mul(gu_ref.data() + i * 48, gu_ref.data() + i * 48 + 24, h_want.data() + i * 24, 24);
+  WeightMatrix w = q.w, wgu = gu.w;
+  prepare_weight(w);
+  prepare_weight(wgu, WeightUse::kSiluMul);
+  const auto y0 = random_vec(want.size(), 24);
+  for (const QKernels* kr : families()) {
+    KernelOverride use(kr);
+    const std::string what = std::string(dtype_name(type)) + " " + kr->name;
+    std::vector<float> acc = y0;
+    gemm(x.data(), m, w, acc.data(), &pool, GemmOutput::kAccumulate);
+    for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], y0[i] + want[i]) << what;
+    for (int64_t align : {1, 32}) {
+      DoublingEpilogue ep(align, n);
+      std::vector<float> e(want.size());
+      gemm(x.data(), m, w, e.data(), &pool, GemmOutput::kStore, &ep);
+      EXPECT_EQ(ep.seen(), want.size()) << what;
+      for (size_t i = 0; i < e.size(); ++i) ASSERT_EQ(e[i], 2 * want[i]) << what;
+    }
+    std::vector<float> h(h_want.size(), NAN);
+    gemm_silu_mul(x.data(), m, wgu, h.data(), &pool);
+    expect_same_bits(h, h_want, what + " SwiGLU");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QGemm, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(dtype_ggml_name(info.param)); });
+
+TEST(QGemm, MixedTypePartsEachInTheirOwnRecipe) {
+  // Q4_K q/k beside a Q6_K v (llama-quantize's Q4_K_M), and a Q8_0 part; gate Q4_K / up Q6_K.
+  const int64_t k = 512, m = 5;
+  const QuantWeight a = make_weight(DType::kQ4_K, 32, k, 1), b = make_weight(DType::kQ6_K, 16, k, 2);
+  const QuantWeight c = make_weight(DType::kQ8_0, 16, k, 3);
+  const WeightMatrix parts[] = {a.w, b.w, c.w};
+  auto w = concat_rows(parts);
+  ASSERT_TRUE(w.ok());
+  prepare_weight(*w);
+  ASSERT_TRUE(quant_gemm_ready(*w));
+  const auto x = random_vec(static_cast<size_t>(m * k), 4);
+  const int64_t n = 64;
+  std::vector<float> want(static_cast<size_t>(m * n));
+  int64_t col = 0;
+  for (const WeightMatrix& p : parts) {
+    std::vector<float> y(static_cast<size_t>(m * p.rows));
+    gemm_quant_recipe_ref(x.data(), m, p, y.data());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < p.rows; ++j) want[i * n + col + j] = y[i * p.rows + j];
+    col += p.rows;
+  }
+  const QuantWeight g = make_weight(DType::kQ4_K, 20, k, 5), u = make_weight(DType::kQ6_K, 20, k, 6);
+  const WeightMatrix gu_parts[] = {g.w, u.w};
+  auto gu = concat_rows(gu_parts);
+  ASSERT_TRUE(gu.ok());
+  prepare_weight(*gu, WeightUse::kSiluMul);
+  std::vector<float> yg(static_cast<size_t>(m * 20)), yu(yg.size()), h_want(yg.size());
+  gemm_quant_recipe_ref(x.data(), m, g.w, yg.data());
+  gemm_quant_recipe_ref(x.data(), m, u.w, yu.data());
+  silu_mul(yg.data(), yu.data(), h_want.data(), m * 20);
+  ThreadPool pool(2);
+  for (const QKernels* kr : families()) {
+    KernelOverride use(kr);
+    std::vector<float> got(want.size());
+    gemm(x.data(), m, *w, got.data(), &pool);
+    expect_same_bits(got, want, std::string("parts ") + kr->name);
+    std::vector<float> h(h_want.size());
+    gemm_silu_mul(x.data(), m, *gu, h.data(), &pool);
+    expect_same_bits(h, h_want, std::string("SwiGLU parts ") + kr->name);
+  }
+}
+
+TEST(QGemm, SimdActivationQuantizersMatchTheScalarDefinition) {
+  const int64_t m = 3, k = 288;
+  auto x = random_vec(static_cast<size_t>(m * k), 8);
+  for (int64_t i = 0; i < 256; ++i) x[k + i] = 0.0f;   // a zero chunk
+  x[2 * k + 5] = 1e-40f;                               // a denormal
+  x[2 * k + 260] = NAN;                                // a NaN in the short last chunk
+  for (int qmax : {2047, 8191, 32767}) {
+    std::vector<int16_t> q0(m * k), q1(m * k);
+    std::vector<float> s0(m * 2), s1(m * 2);
+    std::vector<int32_t> b0(m * k / 16), b1(m * k / 16);
+    const qgemm::QActs ref{m, k, 2, qmax, q0.data(), s0.data(), b0.data()};
+    qgemm::quantize_acts_ref(x.data(), 0, m, ref);
+    EXPECT_EQ(s0[2], 0.0f);
+    EXPECT_TRUE(std::isnan(s0[5]));
+    for (const QKernels* kr : families()) {
+      const qgemm::QActs a{m, k, 2, qmax, q1.data(), s1.data(), b1.data()};
+      kr->quantize(x.data(), 0, m, a);
+      EXPECT_EQ(q0, q1) << kr->name << " qmax " << qmax;
+      EXPECT_EQ(b0, b1) << kr->name;
+      for (size_t i = 0; i < s0.size(); ++i)
+        EXPECT_EQ(std::bit_cast<uint32_t>(s0[i]), std::bit_cast<uint32_t>(s1[i])) << kr->name;
+    }
+  }
+}
+
+TEST(QGemm, RepackedSizeStaysCloseToTheFile) {
+  // The tiles keep each type's bit width: at most 12 % over the file's bytes (Q2_K's separate
+  // scale and min bytes), and a few percent for the common types.
+  for (DType t : kTypes) {
+    const int64_t n = 64, k = 1024;
+    const QuantWeight q = make_weight(t, n, k, 1);
+    WeightMatrix w = q.w;
+    prepare_weight(w);
+    ASSERT_TRUE(quant_gemm_ready(w));
+    const auto p = qgemm::repack(t, q.w.data, n, k);
+    const double ratio = double(p->tiles * p->tile_bytes) / double(n * dtype_row_bytes(t, k));
+    EXPECT_LE(ratio, t == DType::kQ2_K ? 1.2 : 1.12) << dtype_name(t);
+    if (t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ8_0 || t == DType::kQ4_0)
+      EXPECT_LE(ratio, 1.04) << dtype_name(t);
+  }
+}
+
+}  // namespace
+}  // namespace llmserve
