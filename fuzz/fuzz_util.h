@@ -70,7 +70,9 @@ inline void touch_view(const View& t, size_t input_size) {
   const int64_t row = t.shape.empty() ? 1 : t.shape.back();
   FUZZ_CHECK(row % dtype_block_elems(t.dtype) == 0, "tensor %s: row %lld is not whole blocks",
              t.name.c_str(), static_cast<long long>(row));
-  FUZZ_CHECK(t.nbytes == static_cast<size_t>(numel / row * dtype_row_bytes(t.dtype, row)),
+  // An empty row (a 0 in the last dimension) holds no bytes whatever the other dimensions say.
+  const int64_t rows = row == 0 ? 0 : numel / row;
+  FUZZ_CHECK(t.nbytes == static_cast<size_t>(rows * dtype_row_bytes(t.dtype, row)),
              "tensor %s: nbytes %zu != rows x row bytes (numel %lld)", t.name.c_str(), t.nbytes,
              static_cast<long long>(numel));
   volatile uint8_t sink = 0;
