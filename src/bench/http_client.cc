@@ -50,8 +50,10 @@ namespace {
 
 /// Timeouts of `seconds` and the bearer key, for every client of a run.
 void configure(httplib::Client& cli, const ServeOptions& o, double seconds) {
-  cli.set_connection_timeout(static_cast<time_t>(std::max(1.0, seconds)));
-  cli.set_read_timeout(static_cast<time_t>(std::max(1.0, seconds)));
+  const auto sec = static_cast<time_t>(seconds);
+  const auto usec = static_cast<time_t>((seconds - static_cast<double>(sec)) * 1e6);
+  cli.set_connection_timeout(sec, usec);
+  cli.set_read_timeout(sec, usec);
   if (!o.api_key.empty()) cli.set_bearer_token_auth(o.api_key.c_str());
 }
 

@@ -104,7 +104,10 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
       ->capture_default_str();
   serve_->add_option("--api-key", api_key_,
                      "Send 'Authorization: Bearer <key>' (default: $OPENAI_API_KEY)");
-  serve_->add_option("--timeout", timeout_s_, "Per-request timeout in seconds")
+  serve_->add_option("--timeout", timeout_s_,
+                     "Seconds one read from the server (connect, headers, each stream chunk) "
+                     "may wait, > 0")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
 }
 

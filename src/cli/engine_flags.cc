@@ -47,6 +47,7 @@ Expected<std::string> resolve_model_path(const std::string& positional, const st
 }
 
 void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
+  v.app = &app;
   add_model_options(app, c.model_path, v.model_flag,
                     "Model: GGUF file, llama2.c .bin checkpoint or Hugging Face directory "
                     "(config.json + *.safetensors)");
@@ -105,9 +106,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
                  "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB)");
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
-                 "Number of KV blocks (overrides --kv-cache-memory)")
-      ->transform(human_int(0));
-  app.add_option("--threads", c.num_threads, "Compute threads (default: physical cores)");
+                 "Number of KV blocks (overrides --kv-cache-memory; at least 1)")
+      ->transform(human_int(1));
+  app.add_option("--threads", c.num_threads, "Compute threads (default: physical cores)")
+      ->transform(human_int(1));
   app.add_option("--seed", c.seed, "Default seed for requests that give none")
       ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
       ->capture_default_str();
@@ -196,6 +198,16 @@ Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v, bool mode
                            "--kv-cache-memory 4GiB)");
   LLMS_ASSIGN_OR_RETURN(c.model_path, resolve_model_path(c.model_path, v.model_flag,
                                                          model_required));
+  // Flags whose value would have no effect with the others given.
+  const auto given = [&](const char* flag) { return v.app != nullptr && v.app->count(flag) > 0; };
+  if (given("--prefill-policy") && c.scheduler.enable_chunked_prefill)
+    return InvalidArgument("--prefill-policy only applies with --no-enable-chunked-prefill "
+                           "(chunked prefill, the default, interleaves prompts and decodes "
+                           "itself)");
+  if (given("--max-delay-ms") && v.batching != "dynamic")
+    return InvalidArgument("--max-delay-ms only applies with --batching dynamic");
+  if (given("--served-model-name") && c.served_model_name.empty())
+    return InvalidArgument("--served-model-name must not be empty");
   init_logging(v.log_level);
   c.scheduler.batching = v.batching == "static"    ? BatchingMode::kStatic
                          : v.batching == "dynamic" ? BatchingMode::kDynamic
@@ -209,6 +221,15 @@ Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v, bool mode
   if (!v.kv_cache_memory.empty()) {
     LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_memory_bytes, parse_bytes(v.kv_cache_memory));
   }
+  return Status::Ok();
+}
+
+Status reject_unused_flags(const EngineFlagValues& v, std::initializer_list<const char*> flags,
+                           const char* command) {
+  if (v.app == nullptr) return Status::Ok();
+  for (const char* flag : flags)
+    if (v.app->count(flag) > 0)
+      return InvalidArgument("{} has no effect on 'llmserve {}'", flag, command);
   return Status::Ok();
 }
 

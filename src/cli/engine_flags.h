@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <initializer_list>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -27,7 +28,13 @@ struct EngineFlagValues {
   int32_t pipeline_parallel_size = 1;
   std::string gpu_memory_utilization_value;
   CLI::Option* gpu_memory_utilization = nullptr;  // refused when given
+  CLI::App* app = nullptr;  // the (sub)command the flags were added to (which were given)
 };
+
+/// An error naming the first of `flags` given on the command line, which `command` does not
+/// use (a flag with no effect is refused, never silently ignored).
+Status reject_unused_flags(const EngineFlagValues& values, std::initializer_list<const char*> flags,
+                           const char* command);
 
 /// Adds MODEL (positional, or --model) and every engine flag to `app`.
 void add_engine_flags(CLI::App& app, EngineConfig& config, EngineFlagValues& values);

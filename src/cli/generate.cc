@@ -21,10 +21,14 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("generate", "Generate a completion for one prompt");
   add_engine_flags(*cmd_, config_, flags_);
   cmd_->add_option("--prompt", prompt_, "Prompt text (BOS is prepended)")->required();
-  cmd_->add_option("--max-tokens", max_tokens_, "Maximum tokens to generate")
+  cmd_->add_option("--max-tokens", max_tokens_,
+                   "Maximum tokens to generate (default: the generation config's max_new_tokens, "
+                   "else 64)")
       ->transform(human_int(1))
       ->capture_default_str();
-  cmd_->add_option("--temperature", temperature_, "0 = greedy")->capture_default_str();
+  cmd_->add_option("--temperature", temperature_,
+                   "0 = greedy (default: the generation config's, else 0)")
+      ->capture_default_str();
   cmd_->add_option("--top-p", top_p_, "Nucleus sampling mass in (0, 1]")->capture_default_str();
   cmd_->add_option("--top-k", top_k_, "Keep the k most likely tokens (-1 = all)")
       ->capture_default_str();
@@ -36,6 +40,13 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
 
 int GenerateCommand::run() {
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  // One request: no name to serve, nothing to schedule against.
+  if (Status st = reject_unused_flags(flags_, {"--served-model-name", "--max-num-seqs",
+                                               "--batching", "--max-delay-ms",
+                                               "--scheduling-policy"},
+                                      "generate");
+      !st.ok())
+    return fail(st);
   auto engine_or = LLMEngine::create(config_);
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;
@@ -43,10 +54,16 @@ int GenerateCommand::run() {
   EngineRequest req;
   req.arrival_time = now_seconds();
   req.prompt_token_ids = engine.tokenizer().encode(prompt_, /*add_bos=*/true);
+  // The generation config's defaults (as serve applies them), then the flags given. Without
+  // any: greedy, 64 tokens (or the config's max_new_tokens).
+  req.params = engine.default_sampling_params();
+  if (cmd_->count("--temperature") > 0 || !engine.has_default_temperature())
+    req.params.temperature = temperature_;
+  if (cmd_->count("--top-p") > 0) req.params.top_p = top_p_;
+  if (cmd_->count("--top-k") > 0) req.params.top_k = top_k_;
   req.params.max_tokens = max_tokens_;
-  req.params.temperature = temperature_;
-  req.params.top_p = top_p_;
-  req.params.top_k = top_k_;
+  if (cmd_->count("--max-tokens") == 0 && engine.default_max_tokens())
+    req.params.max_tokens = *engine.default_max_tokens();
   req.params.ignore_eos = ignore_eos_;
   if (seed_ >= 0) req.params.seed = static_cast<uint64_t>(seed_);
   const std::vector<int32_t> prompt_ids = req.prompt_token_ids;

@@ -46,6 +46,15 @@ LogitsCommand::LogitsCommand(CLI::App& app) {
 
 int LogitsCommand::run() {
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  // logits runs the model over given token ids: no tokenizer, scheduler or sampling.
+  if (Status st = reject_unused_flags(
+          flags_, {"--tokenizer", "--served-model-name", "--max-num-seqs", "--batching",
+                   "--max-delay-ms", "--prefill-policy", "--scheduling-policy", "--seed",
+                   "--kv-cache-memory", "--num-kv-blocks", "--generation-config",
+                   "--enable-chunked-prefill", "--no-enable-chunked-prefill"},
+          "logits");
+      !st.ok())
+    return fail(st);
   if (Status st = config_.validate(); !st.ok()) return fail(st);
   auto ids = parse_ids(token_ids_);
   if (!ids.ok()) return fail(ids.status());

@@ -83,20 +83,18 @@ Status RenderChatCommand::read_model(std::optional<std::string>* model_template)
 }
 
 int RenderChatCommand::run() {
-  if (template_source_.empty() && model_path_.empty())
-    return fail(InvalidArgument("no chat template: give --chat-template FILE|TEXT or --model "
-                                "PATH"));
+  // Without --chat-template or --model: the built-in template (serve's last resort).
   if (!tokenizer_path_.empty() && model_path_.empty())
     return fail(InvalidArgument("--tokenizer needs --model (it picks the model's tokenizer)"));
   std::optional<std::string> model_template;
   if (!model_path_.empty()) {
     if (Status st = read_model(&model_template); !st.ok()) return fail(st);
   }
+  auto doc = read_json(messages_path_);
+  if (!doc.ok()) return fail(doc.status());
   auto tpl = resolve_chat_template(template_source_, model_template, nullptr);
   if (!tpl.ok()) return fail(tpl.status());
 
-  auto doc = read_json(messages_path_);
-  if (!doc.ok()) return fail(doc.status());
   ChatTemplateInputs inputs;
   if (doc->is_array()) {
     inputs.messages = *doc;

@@ -76,6 +76,9 @@ int ServeCommand::run() {
   sc.host = host_;
   sc.port = port_;
   sc.num_http_threads = http_threads_;
+  if (cmd_->count("--api-key") > 0 && api_key_.empty())
+    return fail(InvalidArgument("--api-key must not be empty (leave the flag out to serve "
+                                "without authentication)"));
   sc.api_key = api_key_;
   if (sc.api_key.empty())
     if (const char* env = std::getenv("LLMSERVE_API_KEY")) sc.api_key = env;

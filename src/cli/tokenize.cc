@@ -51,6 +51,12 @@ int TokenizeCommand::run() {
     return fail(InvalidArgument("{}; if it is a tokenizer.bin with trailing bytes, give its token "
                                 "count with --vocab-size", tokenizer.status().message()));
   if (!tokenizer.ok()) return fail(tokenizer.status());
+  // --vocab-size counts a llama2.c tokenizer.bin's records; any other file brings its own.
+  if (vocab_size_ != 0 && (*tokenizer)->vocab_size() != vocab_size_)
+    return fail(InvalidArgument("--vocab-size {} does not apply to {}: it brings its own "
+                                "vocabulary of {} tokens (the flag is for llama2.c "
+                                "tokenizer.bin files)",
+                                vocab_size_, tokenizer_path_, (*tokenizer)->vocab_size()));
   const std::vector<int32_t> ids =
       (*tokenizer)->encode(text, EncodeOptions{add_special_, parse_special_});
   if (json_) {

@@ -61,6 +61,7 @@ class EngineCore final : public LLMEngine {
     return p;
   }
   std::optional<int32_t> default_max_tokens() const override { return generation_.max_new_tokens; }
+  bool has_default_temperature() const override { return generation_.temperature.has_value(); }
 
  private:
   RequestOutput make_output(Request& req, std::vector<int32_t> new_tokens);

@@ -66,6 +66,9 @@ class LLMEngine {
   /// The generation config's max_new_tokens (vLLM: the default max_tokens of requests that
   /// send none, capped by the context's room), or nullopt.
   virtual std::optional<int32_t> default_max_tokens() const { return std::nullopt; }
+  /// Whether the generation config sets a default temperature (default_sampling_params()'s
+  /// is then that one, not SamplingParams' 1.0).
+  virtual bool has_default_temperature() const { return false; }
   /// The model's Jinja chat template (GGUF tokenizer.chat_template, HF chat_template.jinja or
   /// tokenizer_config.json; --tokenizer's first), or nullopt when it ships none.
   virtual const std::optional<std::string>& chat_template() const {

@@ -47,10 +47,10 @@ namespace {
 
 // Request fields whose name may open a validation message. Longest first so that
 // "stop_token_ids" wins over "stop".
-constexpr std::array<std::string_view, 14> kParamNames = {
-    "repetition_penalty", "frequency_penalty", "presence_penalty", "stop_token_ids",
-    "top_logprobs", "temperature", "max_tokens", "min_tokens", "logprobs", "min_p", "top_p",
-    "top_k", "seed", "stop"};
+constexpr std::array<std::string_view, 18> kParamNames = {
+    "allowed_token_ids", "repetition_penalty", "frequency_penalty", "presence_penalty",
+    "prompt_logprobs", "stop_token_ids", "top_logprobs", "temperature", "logit_bias",
+    "max_tokens", "min_tokens", "logprobs", "min_p", "top_p", "top_k", "seed", "stop", "n"};
 
 std::optional<std::string> leading_param(std::string_view message) {
   for (std::string_view name : kParamNames) {

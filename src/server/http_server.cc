@@ -78,6 +78,7 @@ constexpr Route kRoutes[] = {
 const char* allowed_method(const std::string& path) {
   for (const Route& r : kRoutes)
     if (path == r.path) return r.method;
+  if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) return "GET";  // retrieve a model
   return nullptr;
 }
 
@@ -91,8 +92,21 @@ ApiError transport_error(const Request& req, const Response& res) {
                       std::nullopt};
     return not_found(fmt::format("no such endpoint: {} {}", req.method, req.path));
   }
-  if (res.status == 413) return payload_too_large("request body is too large");
-  if (res.status == 400) return bad_request("malformed HTTP request");
+  if (res.status == 413) {
+    // cpp-httplib (compiled into Debian's library) caps form-encoded bodies at 8 KiB whatever
+    // --max-request-body-bytes says: curl -d without a JSON Content-Type lands here.
+    if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0)
+      return payload_too_large("request body is too large for Content-Type "
+                               "application/x-www-form-urlencoded (8 KiB in the HTTP library); "
+                               "send it with 'Content-Type: application/json'");
+    return payload_too_large("request body is too large");
+  }
+  if (res.status == 400) {
+    if (req.method == "POST" && !req.has_header("Content-Length"))
+      return bad_request("malformed HTTP request: a POST needs a JSON body with a Content-Length "
+                         "header");
+    return bad_request("malformed HTTP request");
+  }
   if (res.status == 414)
     return ApiError{414, "RequestURITooLong", "request URI is too long", std::nullopt};
   return ApiError{res.status, "Error", fmt::format("HTTP error {}", res.status), std::nullopt};

@@ -1,6 +1,7 @@
 #include "server/openai_serving.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -53,6 +54,7 @@ struct OpenAIServing::Generation {
   /// The prompt_logprobs field (vLLM's shape in the response), when sent.
   std::optional<int32_t> prompt_logprobs;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids
+  bool token_ids = false;      // return_token_ids
 };
 
 OpenAIServing::OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics,
@@ -72,15 +74,25 @@ std::optional<ApiError> OpenAIServing::check_fields(const json& body, uint8_t en
                                       ignore_unknown_fields_, &ignored))
     return err;
   if (ignored.empty()) return std::nullopt;
+  // The header lists the names (commas inside a name escaped as \x2c), at most ~4 KiB of
+  // them (clients cap header lines at 8-64 KiB), then "... (+N more)".
+  constexpr size_t kMaxHeaderBytes = 4096;
   std::string names;
+  size_t listed = 0;
   for (const std::string& name : ignored) {
-    names += (names.empty() ? "" : ", ") + name;
+    std::string shown = escape_for_log(name);
+    for (size_t at; (at = shown.find(',')) != std::string::npos;) shown.replace(at, 1, "\\x2c");
+    if (names.size() + shown.size() + 2 <= kMaxHeaderBytes) {
+      names += (names.empty() ? "" : ", ") + shown;
+      ++listed;
+    }
     std::lock_guard<std::mutex> lock(warned_mu_);
     if (warned_fields_.size() < 1000 && warned_fields_.insert(name).second)
       spdlog::warn("ignoring unknown request field '{}' (--ignore-unknown-fields; logged once "
                    "per name)", escape_for_log(name));
   }
-  res->set_header("X-LLMServe-Ignored-Fields", escape_for_log(names));
+  if (listed < ignored.size()) names += fmt::format(", ... (+{} more)", ignored.size() - listed);
+  res->set_header("X-LLMServe-Ignored-Fields", names);
   return std::nullopt;
 }
 
@@ -168,6 +180,21 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                      "vocabulary [0, {})",
                                      prompt_ids[i], i, vocab),
                          prompt_param);
+  if (options.priority != 0 && e.config().scheduler.policy != SchedulingPolicy::kPriority)
+    return bad_request(fmt::format("'priority' = {} has no effect: this server schedules first "
+                                   "come, first served (start it with --scheduling-policy "
+                                   "priority), as vLLM refuses it",
+                                   options.priority),
+                       "priority");
+  if (params->allowed_token_ids.empty() && params->min_tokens > 0) {
+    // While min_tokens masks EOS and the stop tokens, some token must remain.
+    std::set<int32_t> masked(params->stop_token_ids.begin(), params->stop_token_ids.end());
+    if (!params->ignore_eos && e.tokenizer().eos_id() >= 0) masked.insert(e.tokenizer().eos_id());
+    if (static_cast<int64_t>(masked.size()) >= vocab)
+      return bad_request("'stop_token_ids' (with EOS) cover the whole vocabulary, which "
+                         "'min_tokens' forbids: no token could be generated",
+                         "stop_token_ids");
+  }
   if (!params->allowed_token_ids.empty() && params->min_tokens > 0) {
     // While min_tokens masks EOS and the stop tokens, some allowed token must remain.
     const int32_t eos = e.tokenizer().eos_id();
@@ -298,7 +325,9 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   gen.meta = {ApiKind::kChat, make_response_id(ApiKind::kChat, current_request_id()), unix_time_now(),
               served_model_name_};
   gen.request.arrival_time = arrival_time;
-  if (auto err = chat_prompt_ids(req.body, parsed.messages, /*add_special=*/false,
+  // add_special_tokens (vLLM's default false for chat): the tokenizer's BOS/EOS around the
+  // rendering, never a second BOS when the template wrote one.
+  if (auto err = chat_prompt_ids(req.body, parsed.messages, parsed.options.add_special_tokens,
                                  &gen.request.prompt_token_ids))
     return set_error_response(*err, res);
   bool truncated = false;
@@ -324,6 +353,7 @@ void OpenAIServing::set_output_options(const GenerationOptions& options, Generat
   gen->continuous_usage = options.continuous_usage_stats;
   gen->prompt_logprobs = options.prompt_logprobs;
   gen->tokens_as_ids = options.return_tokens_as_token_ids;
+  gen->token_ids = options.return_token_ids;
   if (RequestRecord* rec = current_request_record()) {
     if (options.user) rec->user = *options.user;
     if (options.safety_identifier) rec->safety_identifier = *options.safety_identifier;
@@ -390,6 +420,7 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
     FinishReason& finish_reason = choices[i].finish_reason;
     LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token, gen.tokens_as_ids);
     bool first_output = true;
+    std::vector<int32_t> ids;
     while (finish_reason == FinishReason::kNone) {
       std::optional<RequestOutput> out = inflight[i]->next(should_cancel);
       if (!out) return set_error_response(cancelled_error(), res);
@@ -404,6 +435,7 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
                                    *gen.prompt_logprobs, gen.tokens_as_ids);
       }
       choices[i].text += out->new_text;
+      if (gen.token_ids) ids.insert(ids.end(), out->new_token_ids.begin(), out->new_token_ids.end());
       for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
         logprobs.add(out->new_token_ids[k], out->logprobs[k]);
       tokens = std::max(tokens, out->num_output_tokens);
@@ -415,6 +447,10 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
     usage.completion_tokens += tokens;
     if (gen.echo_text) choices[i].text.insert(0, *gen.echo_text);
     if (gen.logprobs) choices[i].logprobs = logprobs.take();
+    if (gen.token_ids) {
+      choices[i].token_ids = ids;
+      choices[i].prompt_token_ids = gen.request.prompt_token_ids;
+    }
   }
   res->set_content(dump(full_response(gen.meta, choices, usage)), "application/json");
 }
@@ -598,6 +634,20 @@ void OpenAIServing::tokenize(const httplib::Request& req, httplib::Response* res
   if (chat == body.contains("prompt"))
     return set_error_response(
         bad_request("send exactly one of 'prompt' (text) and 'messages' (chat)", "prompt"), res);
+  // Each form's own fields only: chat fields with a text prompt (or parse_special with
+  // messages) would have no effect.
+  for (const char* name : {"add_generation_prompt", "continue_final_message", "tools",
+                           "documents", "chat_template_kwargs"})
+    if (!chat && body.contains(name) && !body[name].is_null())
+      return set_error_response(
+          bad_request(fmt::format("'{}' applies to 'messages' only, not to a text 'prompt'", name),
+                      std::string(name)),
+          res);
+  if (chat && body.contains("parse_special") && !body["parse_special"].is_null())
+    return set_error_response(bad_request("'parse_special' applies to a text 'prompt' only (the "
+                                          "rendered 'messages' always parse special tokens)",
+                                          "parse_special"),
+                              res);
   bool add_special = false, return_strs = false;
   if (auto err = read_flag("add_special_tokens", !chat, &add_special))
     return set_error_response(*err, res);

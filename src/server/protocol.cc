@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@ namespace {
 
 /// `string "abc"`, `number 1.5`, `array [1,2]` (values cut at 60 characters) for messages.
 std::string describe(const json& v) {
+  if (v.is_null()) return "null";
   std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return fmt::format("{} {}", v.type_name(), text);
@@ -132,6 +134,12 @@ std::optional<ApiError> read_logit_bias(const json& body, SamplingParams* p) {
   if (!lb) return std::nullopt;
   if (!lb->is_object())
     return type_error("logit_bias", "an object mapping token ids to biases", *lb, "logit_bias");
+  // The count first: no per-entry work for a body of a million entries.
+  if (lb->size() > kMaxLogitBiasEntries)
+    return bad_request(fmt::format("'logit_bias' may hold at most {} entries (OpenAI's limit), "
+                                   "got {}", kMaxLogitBiasEntries, lb->size()),
+                       "logit_bias");
+  std::set<int32_t> seen;
   for (auto it = lb->begin(); it != lb->end(); ++it) {
     const std::string& key = it.key();
     int64_t id = -1;
@@ -147,9 +155,8 @@ std::optional<ApiError> read_logit_bias(const json& body, SamplingParams* p) {
     if (!it->is_number())
       return type_error(fmt::format("logit_bias[\"{}\"]", key), "a number", *it, "logit_bias");
     const auto tid = static_cast<int32_t>(id);
-    for (const auto& [seen, bias] : p->logit_bias)
-      if (seen == tid)
-        return bad_request(fmt::format("'logit_bias' lists token {} twice", tid), "logit_bias");
+    if (!seen.insert(tid).second)
+      return bad_request(fmt::format("'logit_bias' lists token {} twice", tid), "logit_bias");
     p->logit_bias.emplace_back(tid, static_cast<float>(it->get<double>()));
   }
   return std::nullopt;
@@ -268,6 +275,7 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
     return err;
   if (auto err = read_bool(body, "return_tokens_as_token_ids", &out->return_tokens_as_token_ids))
     return err;
+  if (auto err = read_bool(body, "return_token_ids", &out->return_token_ids)) return err;
   if (auto err = read_int32(body, "prompt_logprobs", &out->prompt_logprobs)) return err;
   if (out->prompt_logprobs) {
     if (*out->prompt_logprobs < 0 || *out->prompt_logprobs > kMaxLogprobs)
@@ -335,6 +343,9 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
                          "(as in vLLM)",
                          "stream_options");
   }
+  if (out->stream && out->return_token_ids)
+    return bad_request("'return_token_ids' is not available with 'stream': true yet",
+                       "return_token_ids");
   // vLLM: "prompt_logprobs are not available when stream=True".
   if (out->stream && out->prompt_logprobs)
     return bad_request("'prompt_logprobs' is not available with 'stream': true (as in vLLM)",
@@ -392,6 +403,12 @@ std::optional<ApiError> read_content(const json& msg, size_t idx, std::string* o
       return bad_request(fmt::format("{}: only parts of type \"text\" are supported, got type {}",
                                      part_field, type ? describe(*type) : "null"),
                          "messages");
+    for (auto k = part.begin(); k != part.end(); ++k)
+      if (k.key() != "type" && k.key() != "text")
+        return bad_request(fmt::format("Unrecognized request argument supplied: {}.{} (text "
+                                       "parts take 'type' and 'text')",
+                                       part_field, k.key().substr(0, 64)),
+                           "messages");
     const json* text = find_field(part, "text");
     if (!text || !text->is_string())
       return type_error(part_field + ".text", "a string", text ? *text : json(nullptr),
@@ -462,14 +479,30 @@ std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
   // The top-level key being read, so that a number too large for a double (1e400: JSON has
   // no infinity and nlohmann refuses to round it to one) is blamed on its field.
   std::string top_key;
-  const json::parser_callback_t track_key = [&top_key](int depth, json::parse_event_t event,
-                                                       json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string())
-      top_key = parsed.get<std::string>();
+  // Keys per object are bounded (kMaxObjectKeys): the chat path re-reads the body keeping key
+  // order (ordered_json, whose objects insert in linear time), and a few MB of keys would
+  // otherwise cost minutes of CPU.
+  struct TooManyKeys {};
+  std::vector<size_t> keys;  // per open object, innermost last
+  const json::parser_callback_t track_key = [&](int depth, json::parse_event_t event,
+                                                json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.push_back(0);
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key) {
+      if (depth == 1 && parsed.is_string()) top_key = parsed.get<std::string>();
+      if (!keys.empty() && ++keys.back() > kMaxObjectKeys) throw TooManyKeys{};
+    }
     return true;
   };
   try {
     *out = json::parse(body, track_key);
+  } catch (const TooManyKeys&) {
+    std::optional<std::string> param;
+    if (!top_key.empty() && top_key.size() <= 256) param = top_key;
+    return bad_request(fmt::format("request body has an object with more than {} keys{}",
+                                   kMaxObjectKeys,
+                                   param ? fmt::format(" (in '{}')", *param) : std::string()),
+                       param);
   } catch (const json::out_of_range& e) {  // number overflow
     std::optional<std::string> param;
     if (!top_key.empty()) param = top_key;
@@ -540,6 +573,7 @@ std::optional<ApiError> read_chat_template_inputs(const nlohmann::ordered_json& 
 }
 
 std::optional<ApiError> parse_chat_request(const json& body, ChatCompletionRequest* out) {
+  out->options.add_special_tokens = false;  // vLLM's chat default (the template writes BOS)
   if (auto err = read_messages(body, &out->messages)) return err;
   if (auto err = read_bool(body, "add_generation_prompt", &out->add_generation_prompt))
     return err;

@@ -31,6 +31,9 @@ inline constexpr size_t kMaxStopStrings = 64;
 /// step limit stopped it), and /tokenize needs no API key; 4096 messages render in well under
 /// 0.1 s, and no context this server holds fits more than a few thousand real turns.
 inline constexpr size_t kMaxMessages = 4096;
+/// Most keys one JSON object of a request body may hold (more is a 400). Real requests hold
+/// tens; tool schemas and chat_template_kwargs a few hundred at most.
+inline constexpr size_t kMaxObjectKeys = 4096;
 /// Largest accepted "temperature" (OpenAI's documented range is [0, 2]; the engine itself
 /// accepts any finite value >= 0, e.g. from the CLI).
 inline constexpr float kMaxApiTemperature = 2.0f;
@@ -67,6 +70,8 @@ struct GenerationOptions {
   std::optional<int32_t> prompt_logprobs;
   /// vLLM's return_tokens_as_token_ids: logprobs tokens written "token_id:<id>".
   bool return_tokens_as_token_ids = false;
+  /// vLLM's return_token_ids: the prompt's and each choice's token ids in the response.
+  bool return_token_ids = false;
   /// "echo". Completions: the reply text starts with the prompt (as sent, or the detokenized
   /// token ids); with logprobs the prompt tokens' logprobs come first (params.prompt_logprobs
   /// is set). Chat (vLLM): when the last message has the reply's role ("assistant"), the

@@ -144,6 +144,23 @@ constexpr RequestField kFields[] = {
      "llama.cpp's last repeat_last_n tokens)"},
     {"typical_p", C | Ch, "llama.cpp", kRefused, "1", "locally typical sampling is not implemented"},
     {"mirostat", C | Ch, "llama.cpp", kRefused, "0", "Mirostat sampling is not implemented"},
+    {"samplers", C | Ch, "llama.cpp", kRefused, "",
+     "the sampler order is fixed (vLLM V1's; docs/api.md)"},
+    {"repeat_last_n", C | Ch, "llama.cpp", kRefused, "",
+     "'repetition_penalty' applies over the whole prompt and output"},
+    {"dry_multiplier", C | Ch, "llama.cpp", kRefused, "0", "DRY sampling is not implemented"},
+    {"xtc_probability", C | Ch, "llama.cpp", kRefused, "0", "XTC sampling is not implemented"},
+    {"top_n_sigma", C | Ch, "llama.cpp", kRefused, "-1", "top-n-sigma sampling is not implemented"},
+    {"dynatemp_range", C | Ch, "llama.cpp", kRefused, "0",
+     "dynamic temperature is not implemented"},
+    {"n_keep", C | Ch, "llama.cpp", kRefused, "0",
+     "a prompt is never shifted out of the context; see 'truncate_prompt_tokens'"},
+    {"id_slot", C | Ch, "llama.cpp", kRefused, "-1", "there are no slots to pin a request to"},
+    {"t_max_predict_ms", C | Ch, "llama.cpp", kRefused, "0",
+     "there is no time limit on generation; bound it with 'max_tokens'"},
+    {"post_sampling_probs", C | Ch, "llama.cpp", kRefused, "false",
+     "logprobs are of the raw logits (after logit_bias); see 'logprobs'"},
+    {"return_token_ids", C | Ch, "vLLM", kHonoured, "", ""},
 };
 
 /// "/v1/completions and /v1/chat/completions" for a field's endpoint bits.
@@ -159,11 +176,18 @@ std::string endpoint_paths(uint8_t endpoints) {
   return out;
 }
 
-ApiError unknown_field(const std::string& name, Endpoint endpoint) {
+/// A field name as errors and logs show it: at most 128 bytes (a 7 MB key must not come back
+/// twice in a 14 MB error body).
+std::string shown_name(const std::string& name) {
+  return name.size() <= 128 ? name : name.substr(0, 125) + "...";
+}
+
+ApiError unknown_field(const std::string& full_name, Endpoint endpoint) {
+  const std::string name = shown_name(full_name);
   std::string hint;
-  if (const RequestField* f = find_request_field(name)) {
+  if (const RequestField* f = find_request_field(full_name)) {
     hint = fmt::format(" ({} is a field of {} only)", name, endpoint_paths(f->endpoints));
-  } else {
+  } else if (full_name.size() <= 64) {  // longer names are no typo of ours
     // The closest field of this endpoint within a third of the name's length.
     size_t best = std::max<size_t>(2, name.size() / 3) + 1;
     std::string_view closest;
@@ -285,9 +309,12 @@ std::optional<ApiError> check_request_fields(const json& body, Endpoint endpoint
                                              std::vector<std::string>* ignored) {
   for (auto it = body.begin(); it != body.end(); ++it) {
     const RequestField* f = find_request_field(it.key());
-    if (!f || !(f->endpoints & endpoint)) {
+    // A field we know, sent to an endpoint it does not belong to, is a mistake to report even
+    // with --ignore-unknown-fields (which is for vendor extras we have never heard of).
+    if (f && !(f->endpoints & endpoint)) return unknown_field(it.key(), endpoint);
+    if (!f) {
       if (!ignore_unknown) return unknown_field(it.key(), endpoint);
-      if (ignored) ignored->push_back(it.key());
+      if (ignored) ignored->push_back(shown_name(it.key()));
       continue;
     }
     const json& v = it.value();

@@ -68,6 +68,9 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& re
     // vLLM: completions carry prompt_logprobs per choice, chat once at the top level.
     if (meta.kind == ApiKind::kCompletion && !results[i].prompt_logprobs.is_discarded())
       choice["prompt_logprobs"] = results[i].prompt_logprobs;
+    if (meta.kind == ApiKind::kCompletion && !results[i].prompt_token_ids.is_discarded())
+      choice["prompt_token_ids"] = results[i].prompt_token_ids;
+    if (!results[i].token_ids.is_discarded()) choice["token_ids"] = results[i].token_ids;
     choices.push_back(std::move(choice));
   }
   json body = envelope(
@@ -76,6 +79,9 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& re
   if (meta.kind == ApiKind::kChat && !results.empty() &&
       !results[0].prompt_logprobs.is_discarded())
     body["prompt_logprobs"] = results[0].prompt_logprobs;
+  if (meta.kind == ApiKind::kChat && !results.empty() &&
+      !results[0].prompt_token_ids.is_discarded())
+    body["prompt_token_ids"] = results[0].prompt_token_ids;
   body["usage"] = usage_json(usage);
   return body;
 }

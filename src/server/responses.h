@@ -51,6 +51,9 @@ struct ChoiceResult {
   nlohmann::json logprobs;  // null unless requested (see LogprobsBuilder)
   /// vLLM's prompt_logprobs (prompt_logprobs_json) when requested, else discarded (no key).
   nlohmann::json prompt_logprobs = nlohmann::json(nlohmann::json::value_t::discarded);
+  /// vLLM's return_token_ids: the generated and the prompt token ids, else discarded.
+  nlohmann::json token_ids = nlohmann::json(nlohmann::json::value_t::discarded);
+  nlohmann::json prompt_token_ids = nlohmann::json(nlohmann::json::value_t::discarded);
 };
 
 /// The token string of `id` after `prev_id` in logprobs: its detokenized text (special tokens

@@ -151,8 +151,11 @@ TEST_F(CliBadModel, BadFlagValues) {
   expect_one_line_error(r, "--max-tokens: must be >= 1, got 0");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --max-tokens 600");
   expect_one_line_error(r, "512");
-  r = run_llmserve("logits " + bin_model_args() + " --token-ids 1,2,x --out /tmp/x.npy");
+  r = run_llmserve("logits " + quote(testing::stories_bin()) + " --token-ids 1,2,x --out /tmp/x.npy");
   expect_one_line_error(r, "'x'");
+  // logits runs token ids through the model: a tokenizer would have no effect.
+  r = run_llmserve("logits " + bin_model_args() + " --token-ids 1,2 --out /tmp/x.npy");
+  expect_one_line_error(r, "--tokenizer has no effect on 'llmserve logits'");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --block-size 0");
   expect_one_line_error(r, "--block-size");
 }

@@ -83,9 +83,11 @@ TEST(Flags, HumanReadableCountsAndMaxModelLen) {
   // vLLM's rule: k = 1000, K = 1024, decimals only with lowercase suffixes.
   EXPECT_TRUE(has(generate_log("--max-model-len 1K"), "max_model_len 1024,"));
   EXPECT_TRUE(has(generate_log("--max-model-len 4k"), "max_model_len 4000,"));
-  EXPECT_TRUE(has(generate_log("--max-model-len 25.6k --max-num-batched-tokens 8K "
-                               "--max-num-seqs 1k"),
+  EXPECT_TRUE(has(generate_log("--max-model-len 25.6k --max-num-batched-tokens 8K"),
                   "max_model_len 25600,"));
+  // One request: the scheduler's sequence limit would have no effect on generate.
+  expect_error("generate " + gguf() + " --prompt hi --max-num-seqs 1k",
+               "--max-num-seqs has no effect on 'llmserve generate'");
   auto r = run_llmserve("inspect " + gguf() + " --max-model-len 2K --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["kv_cache"]["max_model_len"], 2048);

@@ -6,6 +6,7 @@
 // 400; --ignore-unknown-fields turns that into a 200 with a log line and a response header.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -156,7 +157,7 @@ const std::map<std::string, Example>& examples() {
       {"use_beam_search", {C, R"({"use_beam_search": false})", R"({"use_beam_search": true})"}},
       {"length_penalty", {C, R"({"length_penalty": 1})", R"({"length_penalty": 2})"}},
       {"logits_processors", {C, R"({"logits_processors": []})", R"({"logits_processors": ["x"]})"}},
-      {"priority", {C, R"({"priority": 1})", R"({"priority": "x"})"}},
+      {"priority", {C, R"({"priority": 0})", R"({"priority": 1})"}},
       {"stream", {C, R"({"stream": false})", R"({"stream": "x"})"}},
       {"stream_options", {C, R"({"stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}})",
                           R"({"stream": true, "stream_options": {"bogus": true}})"}},
@@ -199,6 +200,17 @@ const std::map<std::string, Example>& examples() {
       {"repeat_penalty", {C, R"({"repeat_penalty": 1})", R"({"repeat_penalty": 1.1})"}},
       {"typical_p", {C, R"({"typical_p": 1})", R"({"typical_p": 0.9})"}},
       {"mirostat", {C, R"({"mirostat": 0})", R"({"mirostat": 2})"}},
+      {"samplers", {C, "", R"({"samplers": ["top_k"]})"}},
+      {"repeat_last_n", {C, "", R"({"repeat_last_n": 64})"}},
+      {"dry_multiplier", {C, R"({"dry_multiplier": 0})", R"({"dry_multiplier": 0.8})"}},
+      {"xtc_probability", {C, R"({"xtc_probability": 0})", R"({"xtc_probability": 0.5})"}},
+      {"top_n_sigma", {C, R"({"top_n_sigma": -1})", R"({"top_n_sigma": 1})"}},
+      {"dynatemp_range", {C, R"({"dynatemp_range": 0})", R"({"dynatemp_range": 0.5})"}},
+      {"n_keep", {C, R"({"n_keep": 0})", R"({"n_keep": 10})"}},
+      {"id_slot", {C, R"({"id_slot": -1})", R"({"id_slot": 1})"}},
+      {"t_max_predict_ms", {C, R"({"t_max_predict_ms": 0})", R"({"t_max_predict_ms": 100})"}},
+      {"post_sampling_probs", {C, R"({"post_sampling_probs": false})", R"({"post_sampling_probs": true})"}},
+      {"return_token_ids", {C, R"({"return_token_ids": true})", R"({"return_token_ids": 1})"}},
   };
   return m;
 }
@@ -337,6 +349,91 @@ TEST(RequestPolicy, ModelRetrieveAndVersionEndpoints) {
   EXPECT_TRUE(json::parse(r->body)["version"].is_string());
   // An unknown path stays a clear 404.
   expect_api_error(ts.get("/v1/nothing"), 404, std::nullopt, {"no such endpoint"});
+}
+
+}  // namespace
+}  // namespace llmserve::testing
+
+namespace llmserve::testing {
+namespace {
+
+TEST(RequestPolicy, HostileBodiesAreRefusedCheaply) {
+  TestServer ts;
+  // 200k logit_bias entries: refused on the object's size while parsing; 4000 on the count,
+  // before any entry is read.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int n : {200000, 4000}) {
+    std::string big = R"({"prompt": "ab", "max_tokens": 1, "logit_bias": {)";
+    for (int i = 0; i < n; ++i) big += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
+    big += "}}";
+    expect_api_error(ts.post_raw("/v1/completions", big), 400, "logit_bias",
+                     {n > 4096 ? "more than 4096 keys" : "at most 300"});
+  }
+  // An object of 100k keys anywhere (here chat_template_kwargs on chat): a 400 before the
+  // ordered re-parse of the chat path.
+  std::string kw = R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {)";
+  for (int i = 0; i < 100000; ++i) kw += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  kw += "}}";
+  auto r = ts.post_raw("/v1/chat/completions", kw);
+  expect_api_error(r, 400, "chat_template_kwargs", {"more than 4096 keys"});
+  // A 1 MB unknown field name: named, cut short, without a "did you mean" search.
+  const std::string name(1 << 20, 'q');
+  r = ts.post("/v1/completions", {{"prompt", "ab"}, {name, 1}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_LT(r->body.size(), 1000u);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 20.0) << "hostile bodies took " << s << " s";  // generous: seconds, not minutes
+}
+
+TEST(RequestPolicy, ValuesThatWouldHaveNoEffectAreRefused) {
+  TestServer ts;
+  // priority under fcfs (vLLM refuses it too).
+  expect_api_error(ts.post("/v1/completions", {{"prompt", "ab"}, {"priority", -5}}), 400,
+                   "priority", {"--scheduling-policy priority"});
+  // stop_token_ids + EOS covering the vocabulary while min_tokens masks them all.
+  std::vector<int32_t> all(FakeTokenizer::kVocabSize);
+  for (int32_t i = 0; i < FakeTokenizer::kVocabSize; ++i) all[i] = i;
+  expect_api_error(ts.post("/v1/completions", {{"prompt", "ab"}, {"min_tokens", 2},
+                                               {"stop_token_ids", all}}),
+                   400, "stop_token_ids", {"whole vocabulary"});
+  // /tokenize: chat fields with a text prompt, parse_special with messages.
+  expect_api_error(ts.post("/tokenize", {{"prompt", "ab"}, {"add_generation_prompt", true}}), 400,
+                   "add_generation_prompt", {"'messages' only"});
+  expect_api_error(ts.post("/tokenize", {{"messages", {{{"role", "user"}, {"content", "a"}}}},
+                                         {"parse_special", true}}),
+                   400, "parse_special");
+  // Extra keys in a content part.
+  expect_api_error(ts.post("/v1/chat/completions",
+                           {{"messages", {{{"role", "user"},
+                                           {"content", {{{"type", "text"}, {"text", "hi"},
+                                                         {"bogus", 1}}}}}}}}),
+                   400, "messages", {"bogus"});
+  // return_token_ids: the ids come back.
+  auto r = ts.post("/v1/completions", {{"prompt", "ab"}, {"max_tokens", 3}, {"return_token_ids", true}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json body = json::parse(r->body);
+  EXPECT_EQ(body["choices"][0]["token_ids"].size(), 3u);
+  EXPECT_EQ(body["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(),
+            fake_encode("ab", true));
+}
+
+TEST(RequestPolicy, IgnoreUnknownFieldsStillRefusesKnownFieldsOfOtherEndpoints) {
+  ServerConfig config;
+  config.ignore_unknown_fields = true;
+  TestServer ts(FakeEngineOptions{}, config);
+  expect_api_error(ts.post("/v1/completions", {{"prompt", "ab"}, {"max_completion_tokens", 2}}),
+                   400, "max_completion_tokens", {"/v1/chat/completions"});
+  // The header stays bounded with many ignored names.
+  json body = {{"prompt", "ab"}, {"max_tokens", 1}};
+  for (int i = 0; i < 3000; ++i) body["vendor_field_" + std::to_string(i)] = 1;
+  auto r = ts.post("/v1/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const std::string h = r->get_header_value("X-LLMServe-Ignored-Fields");
+  EXPECT_LE(h.size(), 4200u);
+  EXPECT_NE(h.find("more)"), std::string::npos);
 }
 
 }  // namespace
