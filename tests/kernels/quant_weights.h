@@ -8,8 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -18,6 +21,31 @@
 
 namespace llmserve {
 namespace {
+
+/// A GEMM epilogue that records every tile it is handed (checking the column alignment it
+/// asked for and that no element comes twice), then doubles the tile.
+class RecordingEpilogue final : public GemmEpilogue {
+ public:
+  RecordingEpilogue(int64_t align, int64_t n) : align_(align), n_(n) {}
+  int64_t column_alignment() const override { return align_; }
+  void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
+             int64_t ldy) const override {
+    EXPECT_EQ(n0 % align_, 0);
+    EXPECT_TRUE(n1 % align_ == 0 || n1 == n_);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t i = m0; i < m1; ++i)
+      for (int64_t j = n0; j < n1; ++j) {
+        EXPECT_TRUE(seen_.insert({i, j}).second) << "element seen twice";
+        y[i * ldy + j] *= 2;
+      }
+  }
+  size_t seen() const { return seen_.size(); }
+
+ private:
+  int64_t align_, n_;
+  mutable std::mutex mu_;
+  mutable std::set<std::pair<int64_t, int64_t>> seen_;
+};
 
 constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1,
                             DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,

@@ -119,30 +119,6 @@ TEST_P(QGemm, RecipeIsWithinTheActivationQuantizationBoundOfTheExactArithmetic) 
   EXPECT_LT(worst, 1.0 / 2000) << dtype_name(type);
 }
 
-/// Records every tile it is handed (checking alignment), then doubles it.
-class DoublingEpilogue final : public GemmEpilogue {
- public:
-  DoublingEpilogue(int64_t align, int64_t n) : align_(align), n_(n) {}
-  int64_t column_alignment() const override { return align_; }
-  void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
-             int64_t ldy) const override {
-    EXPECT_EQ(n0 % align_, 0);
-    EXPECT_TRUE(n1 % align_ == 0 || n1 == n_);
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int64_t i = m0; i < m1; ++i)
-      for (int64_t j = n0; j < n1; ++j) {
-        EXPECT_TRUE(seen_.insert({i, j}).second);
-        y[i * ldy + j] *= 2;
-      }
-  }
-  size_t seen() const { return seen_.size(); }
-
- private:
-  int64_t align_, n_;
-  mutable std::mutex mu_;
-  mutable std::set<std::pair<int64_t, int64_t>> seen_;
-};
-
 TEST_P(QGemm, AccumulateEpilogueAndSwiGluOnEveryFamily) {
   const DType type = GetParam();
   const int64_t k = dtype_block_elems(type) == 256 ? 512 : 288, n = 40, m = 9;
@@ -167,7 +143,7 @@ TEST_P(QGemm, AccumulateEpilogueAndSwiGluOnEveryFamily) {
     gemm(x.data(), m, w, acc.data(), &pool, GemmOutput::kAccumulate);
     for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], y0[i] + want[i]) << what;
     for (int64_t align : {1, 32}) {
-      DoublingEpilogue ep(align, n);
+      RecordingEpilogue ep(align, n);
       std::vector<float> e(want.size());
       gemm(x.data(), m, w, e.data(), &pool, GemmOutput::kStore, &ep);
       EXPECT_EQ(ep.seen(), want.size()) << what;
@@ -261,8 +237,9 @@ TEST(QGemm, RepackedSizeStaysCloseToTheFile) {
     const auto p = qgemm::repack(t, q.w.data, n, k);
     const double ratio = double(p->tiles * p->tile_bytes) / double(n * dtype_row_bytes(t, k));
     EXPECT_LE(ratio, t == DType::kQ2_K ? 1.2 : 1.12) << dtype_name(t);
-    if (t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ8_0 || t == DType::kQ4_0)
+    if (t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ8_0 || t == DType::kQ4_0) {
       EXPECT_LE(ratio, 1.04) << dtype_name(t);
+    }
   }
 }
 
