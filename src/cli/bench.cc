@@ -157,6 +157,11 @@ int BenchCommand::run_in_process() {
   if (config_.model_path.empty() && flags_.model_flag.empty())
     return fail(InvalidArgument("bench: MODEL is required (or use `bench serve --url URL`)"));
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
+  // In process, no name is served, and every request has priority 0.
+  if (Status st = reject_unused_flags(flags_, {"--served-model-name", "--scheduling-policy"},
+                                      "bench");
+      !st.ok())
+    return fail(st);
   if (!timeline_path_.empty()) {  // fail before a long run, not after it
     std::ofstream probe(timeline_path_, std::ios::app);
     if (!probe) return fail(InvalidArgument("--timeline: cannot write {}", timeline_path_));
@@ -196,6 +201,9 @@ int BenchCommand::run_serve() {
   vocab.vocab_size = vocab_size_;
   vocab.special_ids = {0, 1, 2};  // <unk>, <s>, </s> in Llama/SentencePiece vocabularies
   if (!vocab_model_.empty()) {
+    if (serve_->count("--vocab-size") > 0)
+      return fail(InvalidArgument("give --model-file or --vocab-size, not both (the model "
+                                  "file's vocabulary sets the size)"));
     auto file = ModelFile::open(vocab_model_);
     if (!file.ok()) return fail(file.status());
     vocab.vocab_size = (*file)->config().vocab_size;

@@ -47,6 +47,8 @@ int GenerateCommand::run() {
                                       "generate");
       !st.ok())
     return fail(st);
+  // As the server refuses "prompt": "" (a BOS alone is no prompt).
+  if (prompt_.empty()) return fail(InvalidArgument("--prompt must not be empty"));
   auto engine_or = LLMEngine::create(config_);
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;
@@ -61,6 +63,9 @@ int GenerateCommand::run() {
     req.params.temperature = temperature_;
   if (cmd_->count("--top-p") > 0) req.params.top_p = top_p_;
   if (cmd_->count("--top-k") > 0) req.params.top_k = top_k_;
+  if (top_k_ > engine.tokenizer().vocab_size())
+    return fail(InvalidArgument("--top-k {} is larger than the vocabulary ({} tokens); -1 keeps "
+                                "all", top_k_, engine.tokenizer().vocab_size()));
   req.params.max_tokens = max_tokens_;
   if (cmd_->count("--max-tokens") == 0 && engine.default_max_tokens())
     req.params.max_tokens = *engine.default_max_tokens();

@@ -83,6 +83,9 @@ Status RenderChatCommand::read_model(std::optional<std::string>* model_template)
 }
 
 int RenderChatCommand::run() {
+  if (cmd_->count("--chat-template") > 0 && template_source_.empty())
+    return fail(InvalidArgument("--chat-template must not be empty (leave the flag out for the "
+                                "--model's template, or the built-in one)"));
   // Without --chat-template or --model: the built-in template (serve's last resort).
   if (!tokenizer_path_.empty() && model_path_.empty())
     return fail(InvalidArgument("--tokenizer needs --model (it picks the model's tokenizer)"));

@@ -76,6 +76,9 @@ int ServeCommand::run() {
   sc.host = host_;
   sc.port = port_;
   sc.num_http_threads = http_threads_;
+  if (cmd_->count("--chat-template") > 0 && chat_template_.empty())
+    return fail(InvalidArgument("--chat-template must not be empty (leave the flag out for the "
+                                "model's template)"));
   if (cmd_->count("--api-key") > 0 && api_key_.empty())
     return fail(InvalidArgument("--api-key must not be empty (leave the flag out to serve "
                                 "without authentication)"));

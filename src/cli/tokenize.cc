@@ -57,6 +57,16 @@ int TokenizeCommand::run() {
                                 "vocabulary of {} tokens (the flag is for llama2.c "
                                 "tokenizer.bin files)",
                                 vocab_size_, tokenizer_path_, (*tokenizer)->vocab_size()));
+  // A tokenizer.bin read to its end that holds another count: --vocab-size would cut it (the
+  // ids of the tokens past it would be wrong), so it must be the file's own count.
+  if (vocab_size_ != 0) {
+    TokenizerLoadOptions whole;
+    auto full = load_tokenizer_from_path(tokenizer_path_, whole);
+    if (full.ok() && (*full)->vocab_size() != vocab_size_)
+      return fail(InvalidArgument("--vocab-size {}: {} holds {} tokens (leave the flag out, or "
+                                  "give that count)",
+                                  vocab_size_, tokenizer_path_, (*full)->vocab_size()));
+  }
   const std::vector<int32_t> ids =
       (*tokenizer)->encode(text, EncodeOptions{add_special_, parse_special_});
   if (json_) {

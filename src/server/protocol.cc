@@ -548,6 +548,15 @@ std::optional<ApiError> read_chat_template_inputs(const nlohmann::ordered_json& 
     return std::nullopt;
   };
   if (auto err = list_or_null("tools", &out->tools)) return err;
+  // OpenAI's shape: {"type": "function", "function": {"name": ..., ...}}, as OpenAI refuses
+  // anything else with a 400 even when no tool is called.
+  for (size_t i = 0; i < out->tools.size(); ++i) {
+    if (!is_function_tool(out->tools[i]))
+      return bad_request(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": "
+                                     "{{\"name\": <non-empty string>, ...}}}}, got {}",
+                                     i, describe(json::parse(out->tools[i].dump()))),
+                         "tools");
+  }
   if (auto err = list_or_null("documents", &out->documents)) return err;
   if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
     if (!body["chat_template_kwargs"].is_object())

@@ -34,6 +34,17 @@ inline constexpr size_t kMaxMessages = 4096;
 /// Most keys one JSON object of a request body may hold (more is a 400). Real requests hold
 /// tens; tool schemas and chat_template_kwargs a few hundred at most.
 inline constexpr size_t kMaxObjectKeys = 4096;
+
+/// Whether `tool` has OpenAI's function-tool shape: {"type": "function", "function": {"name":
+/// <non-empty string>, ...}} (the only kind of tool OpenAI's chat API takes). Any JSON type.
+template <class Json>
+bool is_function_tool(const Json& tool) {
+  if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function") return false;
+  if (!tool.contains("function") || !tool["function"].is_object()) return false;
+  const auto& f = tool["function"];
+  return f.contains("name") && f["name"].is_string() &&
+         !f["name"].template get_ref<const std::string&>().empty();
+}
 /// Largest accepted "temperature" (OpenAI's documented range is [0, 2]; the engine itself
 /// accepts any finite value >= 0, e.g. from the CLI).
 inline constexpr float kMaxApiTemperature = 2.0f;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/edit_distance.h"
+#include "server/protocol.h"
 
 namespace llmserve {
 
@@ -266,6 +267,10 @@ std::optional<ApiError> check_tool_choice(const json& body) {
   const auto tools = body.find("tools");
   // A 'tools' that is not a list is the parser's type error, named after 'tools'.
   if (tools != body.end() && !tools->is_null() && !tools->is_array()) return std::nullopt;
+  // So is an entry that is not a function tool (the parser names it).
+  if (tools != body.end() && tools->is_array())
+    for (const json& t : *tools)
+      if (!is_function_tool(t)) return std::nullopt;
   const bool has_tools = tools != body.end() && tools->is_array() && !tools->empty();
   const auto choice = body.find("tool_choice");
   if (choice == body.end() || choice->is_null()) {

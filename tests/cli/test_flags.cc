@@ -223,4 +223,36 @@ TEST(Flags, BenchServeDeadUrlIsConnectionRefused) {
 }
 
 }  // namespace
+
+
+TEST(Flags, ValuesWithNoEffectAreRefused) {
+  const std::string tok = quote(testing::stories_tokenizer());
+  const std::string text = testing::temp_dir() + "/flags_text.txt";
+  { std::ofstream(text) << "Once upon a time"; }
+  // A tokenizer.bin of 512 tokens read as 100 or 511 would give wrong ids.
+  for (const char* n : {"100", "511"})
+    expect_error("tokenize --tokenizer " + tok + " --text-file " + quote(text) + " --vocab-size " + n,
+                 std::string("--vocab-size ") + n + ": " + testing::stories_tokenizer() +
+                     " holds 512 tokens (leave the flag out, or give that count)");
+  EXPECT_EQ(run_llmserve("tokenize --tokenizer " + tok + " --text-file " + quote(text) +
+                         " --vocab-size 512").exit_code, 0);
+  expect_error("serve " + gguf() + " --chat-template ''",
+               "--chat-template must not be empty (leave the flag out for the model's template)");
+  expect_error("render-chat --chat-template '' --messages-file " + quote(text),
+               "--chat-template must not be empty (leave the flag out for the --model's "
+               "template, or the built-in one)");
+  expect_error("bench " + gguf() + " --served-model-name x --num-prompts 1",
+               "--served-model-name has no effect on 'llmserve bench'");
+  expect_error("bench " + gguf() + " --scheduling-policy priority --num-prompts 1",
+               "--scheduling-policy has no effect on 'llmserve bench'");
+  expect_error("bench serve --url http://127.0.0.1:1 --model-file " + gguf() + " --vocab-size 100",
+               "give --model-file or --vocab-size, not both (the model file's vocabulary sets "
+               "the size)");
+  expect_error("generate " + gguf() + " --prompt ''", "--prompt must not be empty");
+  const testing::CommandResult r = run_llmserve("generate " + gguf() + " --prompt hi --top-k 1000");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "\nerror: --top-k 1000 is larger than the vocabulary (512 tokens); -1 "
+                         "keeps all\n")) << r.err;
+}
+
 }  // namespace llmserve

@@ -94,6 +94,9 @@ std::vector<BadCase> wrong_type_cases() {
       {"continue_final_message", "1", false, true},
       {"chat_template_kwargs", R"("x")", false, true},
       {"tools", R"("x")", false, true},
+      {"tools", R"(["x"])", false, true},
+      {"tools", R"([{"type": "bogus"}])", false, true},
+      {"tools", R"([{"type": "function", "function": {"name": ""}}])", false, true},
       {"documents", "5", false, true},
   };
   std::vector<BadCase> cases;
