@@ -112,9 +112,13 @@ struct QKernels {
   void (*chunk)(DType type, int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                 const TileBufs* tiles);
   /// decode + chunk in one pass for `mr` <= max_mr rows, reading the record itself (the
-  /// small-M path: no int16 buffer). Same results, bit for bit.
+  /// small-M path: no int16 buffer). Same results, bit for bit. While it computes, it
+  /// software-prefetches [prefetch, prefetch + prefetch_bytes) (a later record; may be
+  /// empty), a few cache lines per 32-element unit, so the prefetches overlap the
+  /// arithmetic instead of stalling on full fill buffers in one burst.
   void (*fused)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
-                const uint8_t* record, const RecordLayout& lay, float* facc);
+                const uint8_t* record, const RecordLayout& lay, float* facc,
+                const uint8_t* prefetch, int64_t prefetch_bytes);
 };
 
 const QKernels& qkernels_avx2();

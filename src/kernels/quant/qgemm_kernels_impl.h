@@ -367,7 +367,7 @@ LLMS_QINLINE void kpair_dots(std::integer_sequence<int, J...>, const typename V:
 template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
           bool StoredMins, int MR>
 void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
-                  const RecordLayout& lay, float* facc) {
+                  const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
   using iv = typename V::iv;
   using fv = typename V::fv;
   constexpr int kH = V::kHalves;
@@ -394,7 +394,14 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
     iv acc[MR];
     #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) acc[r] = V::zero();
-    for (int64_t u = 0; u < e / kUnit; ++u) {
+    const int64_t units = e / kUnit;
+    // This half's share of the prefetch lines, spread over its units.
+    const int64_t pf_lines = (pf_bytes + 63) / 64;
+    const int64_t pf_first = pf_lines * h / kH, pf_end = pf_lines * (h + 1) / kH;
+    for (int64_t u = 0; u < units; ++u) {
+      for (int64_t l = pf_first + (pf_end - pf_first) * u / units;
+           l < pf_first + (pf_end - pf_first) * (u + 1) / units; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
       iv w4[4], h2[2], h1 = V::zero();
       if constexpr (!(Bits == 4 || Bits == 5 || Bits == 6)) w4[0] = w4[1] = w4[2] = w4[3] = h1;
       if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
@@ -469,13 +476,13 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
 template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
           bool StoredMins>
 void fused_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
-                const RecordLayout& lay, float* facc) {
+                const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
   switch (mr) {
 #define LLMS_QFR(R)                                                                          \
   case R:                                                                                    \
     if constexpr (R <= V::kMaxMr)                                                            \
       return fused_kernel<V, Bits, Codebook, SubElems, Offset, BlockElems, MinSub, StoredMins, \
-                          R>(a, row0, k0, e, rec, lay, facc);                                \
+                          R>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);                  \
     break;
     LLMS_QFR(1) LLMS_QFR(2) LLMS_QFR(3) LLMS_QFR(4) LLMS_QFR(5) LLMS_QFR(6) LLMS_QFR(7)
     LLMS_QFR(8)
@@ -487,20 +494,21 @@ void fused_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, con
 
 template <class V>
 void fused(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
-           const uint8_t* rec, const RecordLayout& lay, float* facc) {
+           const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
+           int64_t pf_bytes) {
   switch (type) {
-    case DType::kQ4_0: return fused_rows<V, 4, false, 0, 8, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ4_1: return fused_rows<V, 4, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ5_0: return fused_rows<V, 5, false, 0, 16, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ5_1: return fused_rows<V, 5, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ8_0: return fused_rows<V, 8, false, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kIQ4_NL: return fused_rows<V, 4, true, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ2_K: return fused_rows<V, 2, false, 16, 0, 256, 16, true>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ3_K: return fused_rows<V, 3, false, 16, 4, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ4_K: return fused_rows<V, 4, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ5_K: return fused_rows<V, 5, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kQ6_K: return fused_rows<V, 6, false, 16, 32, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
-    case DType::kIQ4_XS: return fused_rows<V, 4, true, 32, 0, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc);
+    case DType::kQ4_0: return fused_rows<V, 4, false, 0, 8, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ4_1: return fused_rows<V, 4, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ5_0: return fused_rows<V, 5, false, 0, 16, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ5_1: return fused_rows<V, 5, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ8_0: return fused_rows<V, 8, false, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kIQ4_NL: return fused_rows<V, 4, true, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ2_K: return fused_rows<V, 2, false, 16, 0, 256, 16, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ3_K: return fused_rows<V, 3, false, 16, 4, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ4_K: return fused_rows<V, 4, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ5_K: return fused_rows<V, 5, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ6_K: return fused_rows<V, 6, false, 16, 32, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kIQ4_XS: return fused_rows<V, 4, true, 32, 0, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
     default: LLMS_CHECK(false, "qgemm fused: {}", dtype_name(type));
   }
 }
