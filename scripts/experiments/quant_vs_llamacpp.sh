@@ -3,7 +3,7 @@
 # llama.cpp on the same quantized GGUF files, each row measured in one run next to this
 # machine's probed limits. Usage:
 #   scripts/experiments/quant_vs_llamacpp.sh [LLAMA_CPP_BIN_DIR]      (default ../peers/llama.cpp/build/bin)
-# Environment: TYPES (llama-quantize types, default "Q4_K_M Q8_0 Q6_K Q5_0"), REPEAT (2),
+# Environment: TYPES (llama-quantize types, or BF16; default "Q4_K_M Q8_0 Q6_K Q5_0"), REPEAT (2),
 # THREADS (2), ISA (empty = the best this CPU has; avx2 forces llmserve's AVX2 kernels),
 # WORK (/tmp/llmserve-quant: model files and raw results), SERVE32=1 adds the 32-request
 # serving row (llmserve serve vs llama-server, same client: llmserve bench serve).
@@ -32,7 +32,8 @@ COMMON=(--log-level info --seed 1 --threads "$THREADS" --max-model-len 1024)
 
 probe() { "$BIN/bench_probes" --benchmark_format=json > "$WORK/$1.probe.json" 2> /dev/null; }
 for t in $TYPES; do
-  f="$WORK/bench-250m-$t.gguf"
+  f="$WORK/bench-250m-$t.gguf"   # TYPES may name BF16: the unquantized file itself
+  [ "$t" = BF16 ] && f="$BF16"
   [ -f "$f" ] || "$LLAMA/llama-quantize" "$BF16" "$f" "$t" > "$WORK/quantize-$t.log" 2>&1
   "$BIN/llmserve" inspect "$f" --json > "$WORK/$t.inspect.json" 2> /dev/null
   for i in $(seq 1 "$REPEAT"); do

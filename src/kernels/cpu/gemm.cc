@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/weight_alloc.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_kernels.h"
 #include "kernels/gemm.h"
@@ -512,7 +513,7 @@ void prepare_weight(WeightMatrix& w, WeightUse use) {
   const int64_t n = w.rows, k = w.cols, esize = static_cast<int64_t>(dtype_size(w.dtype));
   const int64_t panels = ceil_div(n, kPanel);
   const size_t bytes = static_cast<size_t>(round_up(panels * k * kPanel * esize, 64));
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  auto* buf = static_cast<uint8_t*>(alloc_weight_memory(bytes));
   if (buf == nullptr) throw std::bad_alloc();
   std::memset(buf, 0, bytes);
   const auto* src = static_cast<const uint8_t*>(w.data);

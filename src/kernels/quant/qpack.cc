@@ -8,9 +8,8 @@
 #include <cstring>
 #include <new>
 
-#include <sys/mman.h>
-
 #include "common/check.h"
+#include "common/weight_alloc.h"
 #include "kernels/quant/qgemm.h"
 #include "kernels/quant/qgemm_internal.h"
 
@@ -109,23 +108,6 @@ void pack_column(DType type, const void* row, int64_t k0, int64_t e, int col, ui
 
 }  // namespace
 
-namespace {
-
-/// Memory for `bytes` of packed weights. From 2 MiB up: 2 MiB-aligned and advised as
-/// transparent huge pages (Linux madvise(MADV_HUGEPAGE); a no-op where THP is off), because
-/// decode streams every weight once per token and 4 KiB pages cost a TLB miss per page and
-/// stop the hardware prefetchers at every page boundary. The tail past the last whole 2 MiB
-/// stays in small pages, so nothing is wasted. Free with std::free.
-void* alloc_packed(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (bytes < kHuge) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  void* p = std::aligned_alloc(kHuge, (bytes + 4095) / 4096 * 4096);
-  if (p != nullptr) madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);
-  return p;
-}
-
-}  // namespace
-
 std::shared_ptr<const QPacked> repack(DType type, const void* data, int64_t n, int64_t k) {
   auto p = std::make_shared<QPacked>();
   p->type = type;
@@ -144,7 +126,7 @@ std::shared_ptr<const QPacked> repack(DType type, const void* data, int64_t n, i
   p->chunk_offset[p->chunks] = off;
   p->tile_bytes = (off + 63) / 64 * 64;
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(p->tiles * p->tile_bytes, 64));
-  auto* buf = static_cast<uint8_t*>(alloc_packed(bytes));
+  auto* buf = static_cast<uint8_t*>(alloc_weight_memory(bytes));
   if (buf == nullptr) throw std::bad_alloc();
   std::memset(buf, 0, bytes);
   p->data = std::shared_ptr<uint8_t>(buf, [](uint8_t* q) { std::free(q); });
