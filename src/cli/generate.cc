@@ -1,4 +1,5 @@
 // llmserve generate: one prompt through the engine, text streamed to stdout (or --json).
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -63,6 +64,12 @@ int GenerateCommand::run() {
     req.params.temperature = temperature_;
   if (cmd_->count("--top-p") > 0) req.params.top_p = top_p_;
   if (cmd_->count("--top-k") > 0) req.params.top_k = top_k_;
+  // The sampling flags' own names in their errors (the engine would say "temperature").
+  if (!(std::isfinite(req.params.temperature) && req.params.temperature >= 0))
+    return fail(InvalidArgument("--temperature must be a finite number >= 0, got {}",
+                                req.params.temperature));
+  if (!(req.params.top_p > 0 && req.params.top_p <= 1))
+    return fail(InvalidArgument("--top-p must be in (0, 1], got {}", req.params.top_p));
   if (top_k_ > engine.tokenizer().vocab_size())
     return fail(InvalidArgument("--top-k {} is larger than the vocabulary ({} tokens); -1 keeps "
                                 "all", top_k_, engine.tokenizer().vocab_size()));

@@ -32,6 +32,8 @@ Expected<ChatTemplate> resolve_chat_template(const std::string& override_source,
     } else if (override_source.find('{') != std::string::npos) {
       source = override_source;
       from = "--chat-template (inline)";
+    } else if (std::filesystem::exists(override_source, ec)) {
+      return InvalidArgument("--chat-template {}: not a regular file", override_source);
     } else {
       return InvalidArgument("--chat-template {}: no such file", override_source);
     }

@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -249,6 +252,16 @@ TEST(Flags, ValuesWithNoEffectAreRefused) {
                "give --model-file or --vocab-size, not both (the model file's vocabulary sets "
                "the size)");
   expect_error("generate " + gguf() + " --prompt ''", "--prompt must not be empty");
+  for (const auto& [args, line] : std::vector<std::pair<std::string, std::string>>{
+           {"serve " + gguf() + " --port 0 --chat-template " + quote(testing::temp_dir()),
+            "--chat-template " + testing::temp_dir() + ": not a regular file"},
+           {"generate " + gguf() + " --prompt hi --temperature -1",
+            "--temperature must be a finite number >= 0, got -1"},
+           {"generate " + gguf() + " --prompt hi --top-p 0", "--top-p must be in (0, 1], got 0"}}) {
+    const testing::CommandResult g = run_llmserve(args);
+    EXPECT_EQ(g.exit_code, 1);
+    EXPECT_TRUE(has(g.err, "\nerror: " + line + "\n")) << g.err;
+  }
   const testing::CommandResult r = run_llmserve("generate " + gguf() + " --prompt hi --top-k 1000");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "\nerror: --top-k 1000 is larger than the vocabulary (512 tokens); -1 "
