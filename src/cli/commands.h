@@ -143,7 +143,7 @@ class DequantizeCommand {
   CLI::App* cmd_;
   std::string path_;
   std::string out_dir_;
-  std::string tensor_;
+  std::vector<std::string> tensors_;
 };
 
 /// llmserve render-chat: renders a conversation with a Jinja chat template (transformers'

@@ -68,15 +68,17 @@ DequantizeCommand::DequantizeCommand(CLI::App& app) {
   cmd_->add_option("file,--file", path_, "GGUF file (any: a model or not)")->required();
   cmd_->add_option("--out-dir", out_dir_, "Directory for <tensor name>.npy (created if absent)")
       ->required();
-  cmd_->add_option("--tensor", tensor_, "Only this tensor");
+  cmd_->add_option("--tensor", tensors_, "Only this tensor (repeat the flag for several)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 int DequantizeCommand::run() {
   auto g = GgufFile::open(path_);
   if (!g.ok()) return fail(g.status());
   std::vector<const TensorView*> todo;
-  if (!tensor_.empty()) {
-    const TensorView* t = g->find_tensor(tensor_);
+  for (const std::string& name : tensors_) {
+    if (name.empty()) return fail(InvalidArgument("--tensor: the tensor name must not be empty"));
+    const TensorView* t = g->find_tensor(name);
     if (t == nullptr) {
       std::vector<std::string> some;
       for (const TensorView& x : g->tensors()) {
@@ -84,14 +86,14 @@ int DequantizeCommand::run() {
         some.push_back(x.name);
       }
       const size_t n = g->tensors().size();
-      return fail(NotFound("{}: no tensor '{}' (the file has {} tensor{}{}{}{})", path_, tensor_,
+      return fail(NotFound("{}: no tensor '{}' (the file has {} tensor{}{}{}{})", path_, name,
                            n, n == 1 ? "" : "s", n > 0 ? ": " : "", fmt::join(some, ", "),
                            n > some.size() ? ", ..." : ""));
     }
-    todo.push_back(t);
-  } else {
-    for (const TensorView& t : g->tensors()) todo.push_back(&t);
+    if (std::find(todo.begin(), todo.end(), t) == todo.end()) todo.push_back(t);
   }
+  if (tensors_.empty())
+    for (const TensorView& t : g->tensors()) todo.push_back(&t);
   // Distinct names can map to one file name only through the replaced bytes: refuse that.
   std::map<std::string, std::string> files;
   for (const TensorView* t : todo) {

@@ -90,6 +90,12 @@ int QuantizeCommand::run() {
   std::error_code ec;
   if (std::filesystem::equivalent(in_path_, out_path_, ec))
     return fail(InvalidArgument("{}: the output would overwrite the input", out_path_));
+  // The output is written beside it and renamed over it: only a regular file may be replaced
+  // (renaming over /dev/null or a FIFO would replace the node itself; a directory fails only
+  // after all the work).
+  if (std::filesystem::exists(out_path_, ec) && !std::filesystem::is_regular_file(out_path_, ec))
+    return fail(InvalidArgument("{}: exists and is not a regular file (quantize replaces only a "
+                                "regular file)", out_path_));
   const auto t0 = std::chrono::steady_clock::now();
   auto opened = ModelFile::open(in_path_);
   if (!opened.ok()) return fail(opened.status());

@@ -106,11 +106,16 @@ Expected<QuantizationSummary> apply_quantization(ModelFile& file, std::string_vi
     const DType main = std::max_element(elements.begin(), elements.end(), [](auto& a, auto& b) {
                          return a.second < b.second;
                        })->first;
-    if (main != scheme->base)
+    if (main != scheme->base) {
+      // Suggest the flag value that matches, when there is one (IQ4_NL, Q2_K, ... have none).
+      const std::string match = lower(dtype_ggml_name(main));
+      const std::string hint = find_quantization_flag(match)
+                                   ? fmt::format("pass --quantization {} or leave the flag out", match)
+                                   : std::string("leave the flag out");
       return InvalidArgument("--quantization {}: {} is already quantized (tensors: {}; mostly "
-                             "{}); pass --quantization {} or leave the flag out", value,
-                             file.path(), join_counts(present), dtype_ggml_name(main),
-                             lower(dtype_ggml_name(main)));
+                             "{}); {}", value, file.path(), join_counts(present),
+                             dtype_ggml_name(main), hint);
+    }
     sum.already_quantized = true;
     spdlog::info("{} ({})", sum.describe(), join_counts(present));
     return sum;

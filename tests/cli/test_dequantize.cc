@@ -89,6 +89,16 @@ TEST_F(Dequantize, OneTensorOfAQuantizedModel) {
   EXPECT_LT(err, 0.05 * mag);
 }
 
+TEST_F(Dequantize, RepeatedTensorFlagWritesEach) {
+  auto r = run_llmserve("dequantize " + quote(shared("testdata/quant_vectors/vectors.gguf")) +
+                        " --out-dir " + quote(out_.string()) +
+                        " --tensor Q4_K --tensor Q8_0 --tensor Q4_K");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(out_ / "Q4_K.npy"));
+  EXPECT_TRUE(std::filesystem::exists(out_ / "Q8_0.npy"));
+}
+
 TEST_F(Dequantize, FloatTensorsAndShapes) {
   const std::string model = shared("testdata/models/synthetic/deepseek2-mla/model.gguf");
   auto r = run_llmserve("dequantize " + quote(model) + " --out-dir " + quote(out_.string()));
@@ -132,6 +142,9 @@ TEST_F(Dequantize, Errors) {
   expect_one_line_error(run_llmserve("dequantize /no/such.gguf --out-dir " + quote(out_.string())),
                         "/no/such.gguf");
   expect_one_line_error(run_llmserve("dequantize " + quote(vectors)), "--out-dir");
+  expect_one_line_error(run_llmserve("dequantize " + quote(vectors) + " --out-dir " +
+                                     quote(out_.string()) + " --tensor ''"),
+                        "--tensor: the tensor name must not be empty");
   // A truncated copy of the vectors: the last tensor's data is cut short.
   std::filesystem::create_directories(out_);
   const std::string cut = (out_ / "cut.gguf").string();

@@ -3,6 +3,7 @@
 // own conversion of that directory; a SentencePiece tokenizer.json converted to the same
 // vocabulary), and every refusal as one error line with exit status 1.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -193,7 +194,12 @@ TEST(QuantizeCli, ErrorsAreOneLineAndExitOne) {
       {kSynthetic + "llama-gqa/hf " + out + " --type Q8_0", "has no tokenizer.json; pass --tokenizer"},
       {f32 + " " + out_dir() + "/nope/x.gguf --type Q8_0", "cannot create file"},
       {out_dir() + "/missing.gguf " + out + " --type Q8_0", "no such model file"},
+      // Only a regular file is replaced: a directory (or a FIFO, below) fails before any work.
+      {f32 + " " + out_dir() + " --type Q8_0", "exists and is not a regular file"},
+      {f32 + " " + out_dir() + "/fifo --type Q8_0", "exists and is not a regular file"},
   };
+  fs::remove(out_dir() + "/fifo");
+  ASSERT_EQ(mkfifo((out_dir() + "/fifo").c_str(), 0600), 0);
   for (const Case& c : cases) {
     const auto r = run_llmserve("quantize " + c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args;
@@ -202,6 +208,7 @@ TEST(QuantizeCli, ErrorsAreOneLineAndExitOne) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_FALSE(fs::exists(out)) << c.args;
   }
+  EXPECT_EQ(fs::status(out_dir() + "/fifo").type(), fs::file_type::fifo);
   const auto r = run_llmserve("quantize " + f32 + " " + out);  // --type is required
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--type"), std::string::npos) << r.err;
