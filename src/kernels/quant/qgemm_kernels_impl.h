@@ -395,13 +395,15 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
     #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) acc[r] = V::zero();
     const int64_t units = e / kUnit;
-    // This half's share of the prefetch lines, spread over its units.
+    // This half's share of the prefetch lines, `per_unit` of them before each unit's work.
     const int64_t pf_lines = (pf_bytes + 63) / 64;
     const int64_t pf_first = pf_lines * h / kH, pf_end = pf_lines * (h + 1) / kH;
+    const int64_t per_unit = (pf_end - pf_first + units - 1) / units;
+    const uint8_t* pf_next = pf + 64 * pf_first;
+    const uint8_t* const pf_stop = pf + 64 * pf_end;
     for (int64_t u = 0; u < units; ++u) {
-      for (int64_t l = pf_first + (pf_end - pf_first) * u / units;
-           l < pf_first + (pf_end - pf_first) * (u + 1) / units; ++l)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
+      for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
       iv w4[4], h2[2], h1 = V::zero();
       if constexpr (!(Bits == 4 || Bits == 5 || Bits == 6)) w4[0] = w4[1] = w4[2] = w4[3] = h1;
       if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
