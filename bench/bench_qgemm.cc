@@ -9,7 +9,8 @@
 // rotate through copies totalling > 2x the last-level cache, so each call streams its
 // weights from DRAM as a forward pass does. Counters: weight_GBps (the file's bytes of W /
 // time: what the decode roofline counts), pct_bandwidth (of machine_limits()), GMACs.
-// `LLMSERVE_ISA=avx2` forces the AVX2 kernels.
+// `LLMSERVE_ISA=avx2` forces the AVX2 kernels; `LLMSERVE_BENCH_COPIES=N` sets the number of
+// copies (1: cache-resident weights, the kernels' arithmetic alone).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -67,7 +68,11 @@ Weights make(DType t, int64_t n, int64_t k, WeightUse use) {
   Weights w;
   const int64_t row = dtype_row_bytes(t, k), bb = dtype_block_bytes(t);
   w.file_bytes = n * row;
-  const int64_t copies = std::max<int64_t>(2, (int64_t{160} << 20) / w.file_bytes);
+  // LLMSERVE_BENCH_COPIES=1 keeps one copy: a matrix that fits a cache then measures the
+  // kernel's arithmetic alone (no DRAM stream).
+  const char* env_copies = std::getenv("LLMSERVE_BENCH_COPIES");
+  const int64_t copies = env_copies != nullptr ? std::max(1, std::atoi(env_copies))
+                                               : std::max<int64_t>(2, (int64_t{160} << 20) / w.file_bytes);
   std::mt19937 rng(1);
   for (int64_t c = 0; c < copies; ++c) {
     auto b = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(w.file_bytes));

@@ -7,8 +7,11 @@
 // within the activation quantization's bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -21,6 +24,7 @@
 #include "kernels/quant/qformat.h"
 #include "kernels/quant/qgemm.h"
 #include "kernels/quant/qgemm_internal.h"
+#include "quant/block_formats.h"
 #include "quant_weights.h"
 
 namespace llmserve {
@@ -64,7 +68,7 @@ TEST_P(QGemm, EveryKernelFamilyMatchesTheRecipeReferenceBitForBit) {
   for (int64_t k : k_values(type))
     for (int64_t n : {1, 13, 16, 37}) {
       QuantWeight q = make_weight(type, n, k, seed++);
-      for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 130}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 17, 130}) {
         const auto x = random_vec(static_cast<size_t>(m * k), seed++);
         std::vector<float> want(static_cast<size_t>(m * n));
         gemm_quant_recipe_ref(x.data(), m, q.w, want.data());
@@ -221,6 +225,54 @@ TEST(QGemm, SimdActivationQuantizersMatchTheScalarDefinition) {
       EXPECT_EQ(b0, b1) << kr->name;
       for (size_t i = 0; i < s0.size(); ++i)
         EXPECT_EQ(std::bit_cast<uint32_t>(s0[i]), std::bit_cast<uint32_t>(s1[i])) << kr->name;
+    }
+  }
+}
+
+TEST(QGemm, ExtremeCodesScalesAndActivationsStayExact) {
+  // The integer paths at their bounds (the AVX2 byte kernels' int16 sums, qgemm_avx2_bytes.h,
+  // and every int32 accumulator): every code at its largest, sub-scales at their extremes,
+  // every activation code at +-act_qmax (x = +-1 gives a = +-qmax), mixed signs per row.
+  const int64_t n = 37, k = 768;
+  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ4_0, DType::kQ8_0}) {
+    const int64_t bb = dtype_block_bytes(type), blocks = k / dtype_block_elems(type);
+    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n * blocks * bb), 0xFF);
+    const uint16_t d = f32_to_f16(0.01f);
+    for (int64_t b = 0; b < n * blocks; ++b) {
+      uint8_t* blk = bytes->data() + b * bb;
+      if (type == DType::kQ6_K) {
+        auto* q6 = reinterpret_cast<quant::BlockQ6_K*>(blk);
+        for (int s = 0; s < 16; ++s) q6->scales[s] = (b + s) % 3 == 0 ? 127 : -128;
+        q6->d = d;
+      } else if (type == DType::kQ8_0) {
+        std::memcpy(blk, &d, 2);
+        for (int i = 2; i < bb; ++i) blk[i] = (b + i) % 2 == 0 ? 0x80 : 0x7F;  // -128 / 127
+      } else {
+        std::memcpy(blk, &d, 2);  // d (and the K-quants' dmin): scales, mins and codes at 0xFF
+        if (type == DType::kQ4_K || type == DType::kQ5_K) std::memcpy(blk + 2, &d, 2);
+      }
+    }
+    WeightMatrix w;
+    w.data = bytes->data();
+    w.dtype = type;
+    w.rows = n;
+    w.cols = k;
+    w.storage = bytes;
+    for (int64_t m : {1, 2, 3, 4, 7}) {
+      std::vector<float> x(static_cast<size_t>(m * k));
+      for (int64_t i = 0; i < m * k; ++i) x[i] = (i * 7 + i / 5) % 3 == 0 ? -1.0f : 1.0f;
+      if (m > 1) std::fill(x.begin() + k, x.begin() + 2 * k, -1.0f);  // a row all at -qmax
+      std::vector<float> want(static_cast<size_t>(m * n));
+      gemm_quant_recipe_ref(x.data(), m, w, want.data());
+      WeightMatrix pw = w;
+      prepare_weight(pw);
+      for (const QKernels* kr : families()) {
+        KernelOverride use(kr);
+        std::vector<float> got(want.size(), NAN);
+        gemm(x.data(), m, pw, got.data(), nullptr);
+        expect_same_bits(got, want, std::string(dtype_name(type)) + " " + kr->name + " M=" +
+                                        std::to_string(m));
+      }
     }
   }
 }

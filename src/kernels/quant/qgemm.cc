@@ -94,6 +94,7 @@ QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_
                            ThreadPool* pool, int slot = 0) {
   const int qmax = quant_traits(type).act_qmax;
   thread_local Buffer<int16_t> qbufs[2], splitbufs[2];
+  thread_local Buffer<int8_t> bytebufs[2];
   thread_local Buffer<float> sbufs[2];
   thread_local Buffer<int32_t> bbufs[2];
   Buffer<int16_t>& qbuf = qbufs[slot];
@@ -121,6 +122,11 @@ QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_
   } else {
     kr.quantize(x, 0, m, a);
     if (split) split_min_sums(a, min_sub, 0, m);
+  }
+  // The fused few-row path of kernels that read the codes as bytes.
+  if (m <= kr.max_mr && kr.split != nullptr && kr.split_type(type)) {
+    a.split = bytebufs[slot].get(2 * m * k);
+    kr.split(a, 0, m);
   }
   return a;
 }

@@ -1,5 +1,6 @@
 // The quantized GEMM's kernels for the x86-64-v3 baseline (AVX2 + FMA + F16C): 16-bit lanes
-// in ymm registers, vpmaddwd + vpaddd, a 4-row x 16-column micro-kernel (8 int32 accumulators).
+// in ymm registers, vpmaddwd + vpaddd, a 4-row x 16-column micro-kernel (8 int32 accumulators);
+// few-row calls on Q4_K / Q6_K go to the byte kernels (qgemm_avx2_bytes.h).
 #include <immintrin.h>
 
 #include <cfloat>
@@ -120,7 +121,24 @@ struct Avx2Q {
 }  // namespace llmserve::qgemm
 
 #include "kernels/quant/qgemm_kernels_impl.h"
+#include "kernels/quant/qgemm_avx2_bytes.h"
 
 namespace llmserve::qgemm {
-const QKernels& qkernels_avx2() { return make_kernels<Avx2Q>("avx2"); }
+namespace {
+/// Few-row calls: the byte kernels where they apply (qgemm_avx2_bytes.h), else the
+/// 16-bit-lane kernels.
+void fused_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
+                int64_t pf_bytes) {
+  if (a.split != nullptr && bytes_kernel_type(type))
+    return fused_bytes_avx2(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+  fused<Avx2Q>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+}
+}  // namespace
+
+const QKernels& qkernels_avx2() {
+  static const QKernels k{"avx2",       Avx2Q::kMaxMr, quantize<Avx2Q>,   decode<Avx2Q>,
+                          chunk<Avx2Q>, fused_avx2,    bytes_kernel_type, split_acts_avx2};
+  return k;
+}
 }  // namespace llmserve::qgemm

@@ -22,12 +22,21 @@ inline constexpr int kUnit = 32;        // K elements per decode unit (16 k-pair
 ///  - p4 (4-bit codes, low 4 bits): unit of 8 elements, lane word nibble j = code of element
 ///    k0 + 2 j + p;
 ///  - p2 (2-bit codes: Q2_K, Q3_K's low bits, Q6_K's high bits): unit of 16 elements, bits
-///    2 j..2 j + 1 = element k0 + 2 j + p;
+///    2 j..2 j + 1 = element k0 + 2 j + p (Q6_K: bits q6_hi_shift(j) .. + 1 instead);
 ///  - p1 (1-bit: Q5_x's fifth bit, Q3_K's hmask bit): unit of 32 elements, bit j = element
 ///    k0 + 2 j + p;
 ///  - p8 (Q8_0): unit of 2 elements, 32 bytes, byte l = element k0 + p of column c.
 /// Then fp16 d[blocks][16], fp16 dm[blocks][16] (types with a min), int8 sub-scales
 /// [e / sub_elems][16], uint8 mins [e / min_sub][16] (K-quants with mins).
+/// Bit position of Q6_K's high 2 bits of k-pair j (0..7) of a 16-element p2 unit in its lane
+/// word: the pairs (0, 2) of each 8 elements at bits 4 and 12 (0 and 8 for the second 8), and
+/// (1, 3) at bits 2 and 10 (6 and 14), so that a shift by at most 4 and one mask put them
+/// above the nibbles that vpand 0x0F0F extracts as bytes (qgemm_avx2_bytes.h).
+constexpr int q6_hi_shift(int j) {
+  constexpr int kShift[8] = {4, 2, 12, 10, 0, 6, 8, 14};
+  return kShift[j];
+}
+
 struct RecordLayout {
   int64_t p4 = -1, p2 = -1, p1 = -1, p8 = -1, d = -1, dm = -1, sub = -1, min = -1;
   int64_t bytes = 0;
@@ -76,6 +85,9 @@ struct QActs {
   /// code sums split as bsum = hi * 512 + lo (lo in [0, 512)) into int16: lo of sub-blocks
   /// 0..15 then hi of 0..15 ([m][chunks][32]); see split_min_sums.
   int16_t* bsplit = nullptr;
+  /// For kernels with QKernels::split (AVX2 byte kernels) on calls of at most max_mr rows:
+  /// each code as two signed bytes, [m][2 k] (qgemm_avx2_bytes.h split_acts_avx2).
+  int8_t* split = nullptr;
 };
 
 /// Fills a.bsplit for rows [r0, r1) from a.bsum16, for min sub-blocks of `min_sub` elements.
@@ -119,6 +131,10 @@ struct QKernels {
   void (*fused)(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                 const uint8_t* record, const RecordLayout& lay, float* facc,
                 const uint8_t* prefetch, int64_t prefetch_bytes);
+  /// Optional (null: unused): whether `fused` wants QActs::split for weights of this type,
+  /// and the function that fills it for rows [r0, r1).
+  bool (*split_type)(DType type) = nullptr;
+  void (*split)(const QActs& a, int64_t r0, int64_t r1) = nullptr;
 };
 
 const QKernels& qkernels_avx2();

@@ -55,6 +55,15 @@ LLMS_QINLINE typename V::iv crumb_to(typename V::iv h) {
   else return V::and_(V::template srli<2 * J - To>(h), mask);
 }
 
+/// Bits From..From+1 of each lane moved to bits To..To+1.
+template <class V, int From, int To>
+LLMS_QINLINE typename V::iv bits2_to(typename V::iv h) {
+  const auto mask = V::set1_16(static_cast<int16_t>(3 << To));
+  if constexpr (From < To) return V::and_(V::template slli<To - From>(h), mask);
+  else if constexpr (From == To) return V::and_(h, mask);
+  else return V::and_(V::template srli<From - To>(h), mask);
+}
+
 /// IQ4_NL codebook + 128 as unsigned bytes, repeated in every 128-bit lane (pshufb table).
 struct Iq4Lut {
   alignas(64) uint8_t v[64];
@@ -81,7 +90,7 @@ LLMS_QINLINE typename V::iv code_vec(const typename V::iv* w4, const typename V:
   } else {
     typename V::iv c = nib<V, J % 4>(w4[J / 4]);
     if constexpr (Bits == 5) c = V::or_(c, bit_to<V, J, 4>(h1));
-    if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, J % 8, 4>(h2[J / 8]));
+    if constexpr (Bits == 6) c = V::or_(c, bits2_to<V, q6_hi_shift(J % 8), 4>(h2[J / 8]));
     return c;
   }
 }
@@ -344,7 +353,7 @@ LLMS_QINLINE void kpair_dot(typename V::iv w4, typename V::iv h2, typename V::iv
   } else {
     c = nib<V, KJ % 4>(w4);
     if constexpr (Bits == 5) c = V::or_(c, bit_to<V, KJ, 4>(h1));
-    if constexpr (Bits == 6) c = V::or_(c, crumb_to<V, KJ % 8, 4>(h2));
+    if constexpr (Bits == 6) c = V::or_(c, bits2_to<V, q6_hi_shift(KJ % 8), 4>(h2));
   }
   if constexpr (Codebook) c = V::sub16(V::lut(lc.lut, V::or_(c, lc.hi_byte)), lc.off128);
   #pragma GCC unroll 16

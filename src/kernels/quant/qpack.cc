@@ -84,7 +84,7 @@ void pack_column(DType type, const void* row, int64_t k0, int64_t e, int col, ui
           if (t.code_bits == 5)
             or_word(rec + lay.p1, kk / 32 * kLanes + lane, (c >> 4) << ((kk % 32) / 2));
           if (t.code_bits == 6)
-            or_word(rec + lay.p2, kk / 16 * kLanes + lane, (c >> 4) << (2 * ((kk % 16) / 2)));
+            or_word(rec + lay.p2, kk / 16 * kLanes + lane, (c >> 4) << q6_hi_shift((kk % 16) / 2));
       }
     }
     const uint16_t d16 = f32_to_f16(ib.d);

@@ -1,0 +1,264 @@
+// The AVX2 byte kernels of the quantized GEMM (qgemm_avx2_bytes.h): Q4_K few-row calls.
+//
+// Per 32-element unit and half tile (8 columns): each of the unit's four p4 plane vectors
+// (16-bit lane words of 4 nibbles, RecordLayout) yields two byte vectors, nibbles (0, 2) and
+// (1, 3) of every word, i.e. for column c and parity p the codes of elements (2j + p,
+// 2j + 4 + p) of its group of 8. vpmaddubsw multiplies them with a broadcast 4-byte pattern
+// of the split activations in that order (split_acts_avx2), giving per column and parity an
+// int16 sum of two products; eight such results of the unit add in int16 (lo and hi parts
+// apart), and vpmaddwd with the unit's sub-scale (hi: times 128) folds the parities into the
+// column's int32 sum. The integer sums equal the recipe's exactly (qgemm.h), so the float
+// steps, and therefore the bits of y, are those of every other kernel family.
+#include "kernels/quant/qgemm_avx2_bytes.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "common/check.h"
+
+namespace llmserve::qgemm {
+namespace {
+
+#define LLMS_QINLINE inline __attribute__((always_inline))
+
+LLMS_QINLINE __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+LLMS_QINLINE __m256i bcast_pair16(const int16_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+/// 8 int8 sub-scales (8 columns) -> 16 int16 lanes, each column's scale for both parities.
+LLMS_QINLINE __m256i scale16(const uint8_t* p) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(b, b));
+}
+
+/// Sub-scale rows a and b (8 columns each, int8) -> 16 int16 lanes interleaved (column c: a, b).
+LLMS_QINLINE __m256i scale_pair16(const uint8_t* a, const uint8_t* b) {
+  const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  const __m128i y = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, y));
+}
+
+/// Min sub-block rows (8 columns each) -> 16 int16 lanes interleaved (column c: a, b).
+LLMS_QINLINE __m256i min_pair16(const uint8_t* a, const uint8_t* b) {
+  const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  const __m128i y = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, y));
+}
+
+/// `MR` rows of Q4_K (kQ6 false) or Q6_K (kQ6 true) over one 256-element chunk, `H` halves
+/// of the tile per pass over the record (2: both halves share the activation broadcasts; 1:
+/// two passes, fewer live registers).
+///
+/// Q6_K's codes are 6 bits (0..63, value = code - 32): the nibble bytes get the two high bits
+/// from the p2 plane (q6_hi_shift puts them one shift away from bits 4..5 of each byte), its
+/// sub-blocks are 16 elements (two per unit) and its offset is taken off the integer sum as
+/// 32 * sum_s sc_s * bsum_s.
+template <bool kQ6, int MR, int H>
+void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
+                  const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
+  constexpr int kPasses = 2 / H;
+  constexpr int kUnits = kChunk / kUnit;     // K-quant rows are whole 256-element super-blocks
+  constexpr int kSubs = kQ6 ? 2 : 1;         // sub-blocks per unit
+  constexpr int kVecs = 4 / kSubs;           // p4 plane vectors per sub-block
+  LLMS_CHECK(e == kChunk, "bytes_kernel: chunk of {} elements", e);
+  const __m256i nib = _mm256_set1_epi16(0x0F0F);
+  const __m256i hi2 = _mm256_set1_epi16(0x3030);
+  const int64_t chunk = k0 / kChunk;
+  __m256 s[MR];
+  const int8_t* sp[MR];
+  const int16_t* bs[MR];
+  alignas(32) int16_t bsum[MR][16];  // Q6_K: the chunk's 16-element code sums, as int16
+  #pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) {
+    s[r] = _mm256_set1_ps(a.s[(row0 + r) * a.chunks + chunk]);
+    sp[r] = a.split + (row0 + r) * 2 * a.k + 2 * k0;
+    bs[r] = a.bsplit + ((row0 + r) * a.chunks + chunk) * 32;
+    if constexpr (kQ6) {  // |bsum| <= 16 * 2047 fits int16
+      const int32_t* b = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
+      const __m256i p = _mm256_packs_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bsum[r]), _mm256_permute4x64_epi64(p, 0xD8));
+    }
+  }
+  const int64_t pf_lines = (pf_bytes + 63) / 64;
+  #pragma GCC unroll 2
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int64_t pf_first = pf_lines * pass / kPasses, pf_end = pf_lines * (pass + 1) / kPasses;
+    const int64_t per_unit = (pf_end - pf_first + kUnits - 1) / kUnits;
+    const uint8_t* pf_next = pf + 64 * pf_first;
+    const uint8_t* const pf_stop = pf + 64 * pf_end;
+    __m256i bacc[MR][H];
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+      #pragma GCC unroll 2
+      for (int hh = 0; hh < H; ++hh) bacc[r][hh] = _mm256_setzero_si256();
+    for (int u = 0; u < kUnits; ++u) {
+      for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+      #pragma GCC unroll 2
+      for (int sb = 0; sb < kSubs; ++sb) {
+        __m256i lo16[MR][H], hi16[MR][H];
+        #pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+          #pragma GCC unroll 2
+          for (int hh = 0; hh < H; ++hh) lo16[r][hh] = hi16[r][hh] = _mm256_setzero_si256();
+        __m256i hb[H];
+        if constexpr (kQ6)
+          #pragma GCC unroll 2
+          for (int hh = 0; hh < H; ++hh)
+            hb[hh] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                rec + lay.p2 + (2 * u + sb) * 64 + (pass * H + hh) * 32));
+        #pragma GCC unroll 4
+        for (int iv = 0; iv < kVecs; ++iv) {
+          const int i = sb * kVecs + iv;  // p4 vector of the unit: elements 8 i .. 8 i + 7
+          __m256i w02[H], w13[H];
+          #pragma GCC unroll 2
+          for (int hh = 0; hh < H; ++hh) {
+            const int h = pass * H + hh;
+            const __m256i v = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(rec + lay.p4 + (4 * u + i) * 64 + h * 32));
+            w02[hh] = _mm256_and_si256(v, nib);
+            w13[hh] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+            if constexpr (kQ6) {
+              const __m256i x02 = i % 2 == 0 ? hb[hh] : _mm256_slli_epi16(hb[hh], 4);
+              const __m256i x13 = i % 2 == 0 ? _mm256_slli_epi16(hb[hh], 2)
+                                             : _mm256_srli_epi16(hb[hh], 2);
+              w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, hi2));
+              w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, hi2));
+            }
+          }
+          #pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            const int8_t* g = sp[r] + 16 * (4 * u + i);
+            const __m256i lo02 = bcast4(g), lo13 = bcast4(g + 4);
+            const __m256i hi02 = bcast4(g + 8), hi13 = bcast4(g + 12);
+            #pragma GCC unroll 2
+            for (int hh = 0; hh < H; ++hh) {
+              lo16[r][hh] = _mm256_add_epi16(lo16[r][hh], _mm256_maddubs_epi16(w02[hh], lo02));
+              hi16[r][hh] = _mm256_add_epi16(hi16[r][hh], _mm256_maddubs_epi16(w02[hh], hi02));
+              lo16[r][hh] = _mm256_add_epi16(lo16[r][hh], _mm256_maddubs_epi16(w13[hh], lo13));
+              hi16[r][hh] = _mm256_add_epi16(hi16[r][hh], _mm256_maddubs_epi16(w13[hh], hi13));
+            }
+          }
+        }
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < H; ++hh) {
+          const int h = pass * H + hh;
+          const __m256i sc = scale16(rec + lay.sub + (kSubs * u + sb) * kTileCols + h * 8);
+          const __m256i sc_hi = _mm256_slli_epi16(sc, kSplitShift);
+          #pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r)
+            bacc[r][hh] = _mm256_add_epi32(
+                bacc[r][hh], _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], sc),
+                                              _mm256_madd_epi16(hi16[r][hh], sc_hi)));
+        }
+      }
+    }
+    // The super-block's float steps, exactly as the other kernels': d * s on the integer sum,
+    // then (Q4_K) dm * s on the min term sum_j min_j * bsum_j (bsum split hi * 512 + lo).
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < H; ++hh) {
+      const int h = pass * H + hh;
+      const __m256 d = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.d + h * 16)));
+      if constexpr (kQ6) {
+        // isum = sum sc * code * a - 32 * sum_s sc_s * bsum_s (exact modulo 2^32, and the
+        // true isum fits int32: qformat.h act_qmax).
+        __m256i sp2[8];
+        #pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p)
+          sp2[p] = scale_pair16(rec + lay.sub + 2 * p * kTileCols + h * 8,
+                                rec + lay.sub + (2 * p + 1) * kTileCols + h * 8);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) {
+          __m256i off = _mm256_setzero_si256();
+          #pragma GCC unroll 8
+          for (int p = 0; p < 8; ++p)
+            off = _mm256_add_epi32(off, _mm256_madd_epi16(sp2[p], bcast_pair16(bsum[r] + 2 * p)));
+          const __m256i isum = _mm256_sub_epi32(bacc[r][hh], _mm256_slli_epi32(off, 5));
+          float* f = facc + r * kTileCols + h * 8;
+          _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
+                                              _mm256_loadu_ps(f)));
+        }
+      } else {
+        const __m256 dm = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.dm + h * 16)));
+        __m256i mp[4];
+        #pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+          mp[p] = min_pair16(rec + lay.min + 2 * p * kTileCols + h * 8,
+                             rec + lay.min + (2 * p + 1) * kTileCols + h * 8);
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) {
+          __m256i mlo = _mm256_setzero_si256(), mhi = _mm256_setzero_si256();
+          #pragma GCC unroll 4
+          for (int p = 0; p < 4; ++p) {
+            mlo = _mm256_add_epi32(mlo, _mm256_madd_epi16(mp[p], bcast_pair16(bs[r] + 2 * p)));
+            mhi = _mm256_add_epi32(mhi,
+                                   _mm256_madd_epi16(mp[p], bcast_pair16(bs[r] + 16 + 2 * p)));
+          }
+          const __m256i mn = _mm256_add_epi32(mlo, _mm256_slli_epi32(mhi, 9));
+          float* f = facc + r * kTileCols + h * 8;
+          __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bacc[r][hh]), _mm256_mul_ps(d, s[r]),
+                                       _mm256_loadu_ps(f));
+          acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dm, s[r]), acc);
+          _mm256_storeu_ps(f, acc);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool bytes_kernel_type(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+
+void split_acts_avx2(const QActs& a, int64_t r0, int64_t r1) {
+  LLMS_CHECK(a.k % kUnit == 0, "split_acts_avx2: k = {}", a.k);
+  // Per 128-bit lane (one group of 8): bytes lo(0..7) hi(0..7) after the pack, reordered to
+  // lo(0 4 1 5) lo(2 6 3 7) hi(0 4 1 5) hi(2 6 3 7).
+  const __m256i order = _mm256_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15,
+                                         0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+  const __m256i low = _mm256_set1_epi16((1 << kSplitShift) - 1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int16_t* q = a.q + r * a.k;
+    int8_t* out = a.split + r * 2 * a.k;
+    for (int64_t i = 0; i < a.k; i += 16) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
+      const __m256i lo = _mm256_and_si256(v, low);
+      const __m256i hi = _mm256_srai_epi16(v, kSplitShift);
+      const __m256i packed = _mm256_packs_epi16(lo, hi);  // per lane: lo(8) hi(8), no saturation
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i),
+                          _mm256_shuffle_epi8(packed, order));
+    }
+  }
+}
+
+void fused_bytes_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                      const uint8_t* rec, const RecordLayout& lay, float* facc,
+                      const uint8_t* pf, int64_t pf_bytes) {
+  const bool q6 = type == DType::kQ6_K;
+  LLMS_CHECK(q6 || type == DType::kQ4_K, "fused_bytes_avx2: {}", dtype_name(type));
+#define LLMS_BYTES(Q6, R, H) return bytes_kernel<Q6, R, H>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes)
+  switch (mr) {
+    case 1: if (q6) LLMS_BYTES(true, 1, 2); else LLMS_BYTES(false, 1, 2);
+    case 2: if (q6) LLMS_BYTES(true, 2, 1); else LLMS_BYTES(false, 2, 1);
+    case 3: if (q6) LLMS_BYTES(true, 3, 1); else LLMS_BYTES(false, 3, 1);
+    case 4: if (q6) LLMS_BYTES(true, 4, 1); else LLMS_BYTES(false, 4, 1);
+    default: LLMS_CHECK(false, "fused_bytes_avx2: mr {}", mr);
+  }
+#undef LLMS_BYTES
+}
+
+#undef LLMS_QINLINE
+
+}  // namespace llmserve::qgemm
