@@ -240,7 +240,9 @@ BENCHMARK(BM_Prefill)->Apply(PrefillArgs)->Unit(benchmark::kMillisecond)->UseRea
 
 // args: dtype (0 f32, 1 bf16), isa (0 native, 1 avx2), backend (0 "flash": batch-invariant,
 // decode tokens through the prefill kernel; 1 "flash-split": dedicated decode kernel with
-// flash-decoding splits, not batch-invariant), sequences (32 or 1, context 4096 each).
+// flash-decoding splits, not batch-invariant), sequences (32 or 1), context (4096 each; and
+// 128 for one sequence: a short chat's decode, where waking the pool is weighed against the
+// work).
 // Rows with the same dtype/isa/seqs are a flash vs flash-split pair: the ratio is the cost of
 // batch invariance on decode attention.
 void BM_DecodePaged(benchmark::State& state) {
@@ -248,18 +250,19 @@ void BM_DecodePaged(benchmark::State& state) {
   const bool avx2 = state.range(1) == 1;
   const bool split = state.range(2) == 1;
   const int32_t batch = static_cast<int32_t>(state.range(3));
+  const int32_t kCtx = static_cast<int32_t>(state.range(4));
   const auto& lim = limits();
-  constexpr int32_t kCtx = 4096;
   static std::unique_ptr<Paged> cached;
   static DType cached_dt = DType::kF16;
-  static int32_t cached_batch = 0;
-  if (!cached || cached_dt != dt || cached_batch != batch) {
+  static int32_t cached_batch = 0, cached_ctx = 0;
+  if (!cached || cached_dt != dt || cached_batch != batch || cached_ctx != kCtx) {
     cached.reset();
     const double layer_bytes = 2.0 * batch * kCtx * 4 * 64 * dtype_size(dt);
     const int layers = static_cast<int>(std::ceil((1u << 30) / layer_bytes)) + 1;
     cached = std::make_unique<Paged>(16, 4, 64, dt, batch, 1, kCtx, layers);
     cached_dt = dt;
     cached_batch = batch;
+    cached_ctx = kCtx;
   }
   Paged& b = *cached;
   const CpuIsa native = cpu_isa();
@@ -288,8 +291,9 @@ void BM_DecodePaged(benchmark::State& state) {
   state.counters["read_bw_GBps"] = lim.read_bandwidth_gbs;
   state.counters["extra_heap_KB"] = extra / 1e3;
   // flash vs flash-split (same dtype, isa, sequences), measured earlier in this run.
-  static std::map<std::tuple<int, int, int>, double> split_seconds;
-  const std::tuple<int, int, int> key{static_cast<int>(state.range(0)), avx2 ? 1 : 0, batch};
+  static std::map<std::tuple<int, int, int, int>, double> split_seconds;
+  const std::tuple<int, int, int, int> key{static_cast<int>(state.range(0)), avx2 ? 1 : 0, batch,
+                                           kCtx};
   const double per_call = secs / static_cast<double>(iters);
   if (split) {
     split_seconds[key] = per_call;
@@ -298,15 +302,18 @@ void BM_DecodePaged(benchmark::State& state) {
   }
   state.SetLabel(std::string(split ? "flash-split " : "flash ") + std::string(dtype_name(dt)) +
                  (avx2 ? " avx2" : "") + " KV, " + std::to_string(batch) +
-                 " seqs x 4096, 16/4 heads, hd 64, " + std::to_string(layers) +
+                 " seqs x " + std::to_string(kCtx) + ", 16/4 heads, hd 64, " +
+                 std::to_string(layers) +
                  " layers cycled");
 }
 void DecodeArgs(benchmark::internal::Benchmark* bm) {
-  bm->ArgNames({"bf16", "isa", "split", "seqs"});
+  bm->ArgNames({"bf16", "isa", "split", "seqs", "ctx"});
   for (int seqs : {32, 1})
     for (int isa : {0, 1})
       for (int dt : {0, 1})
-        for (int split : {1, 0}) bm->Args({dt, isa, split, seqs});
+        for (int split : {1, 0}) bm->Args({dt, isa, split, seqs, 4096});
+  for (int isa : {0, 1})
+    for (int split : {1, 0}) bm->Args({0, isa, split, 1, 128});
 }
 BENCHMARK(BM_DecodePaged)->Apply(DecodeArgs)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
