@@ -150,7 +150,6 @@ class LlamaModel final : public Model {
   void forward(const ForwardBatch& b, const KVCacheLayer* kv_cache,
                const AttentionBackend& attention, ThreadPool* pool, float* logits) override {
     const int64_t T = b.num_tokens, dim = cfg_.dim, hd = cfg_.head_dim;
-    const int64_t q_dim = cfg_.n_heads * hd, kv_dim = cfg_.n_kv_heads * hd;
     const int32_t half = cfg_.head_dim / 2;
     const float eps = cfg_.rms_norm_eps;
     resize_scratch(T);

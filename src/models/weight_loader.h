@@ -18,6 +18,7 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "models/model_file.h"
+#include "quant/scale_check.h"
 
 namespace llmserve {
 
@@ -37,11 +38,19 @@ class WeightLoader {
   };
 
   /// The tensor `name` with exactly `shape` (outermost first, PyTorch order), any dtype.
-  /// Errors: NotFound (absent), DataLoss (shape differs), both naming file and tensor.
+  /// Errors: NotFound (absent), DataLoss (shape differs, or a quantized block's scale is NaN
+  /// or infinite: quant/scale_check.h), each naming file and tensor.
   Expected<const TensorView*> tensor(const std::string& name, const std::vector<int64_t>& shape) {
     LLMS_ASSIGN_OR_RETURN(const TensorView* t, file_.tensor(name));
     LLMS_RETURN_IF_ERROR(check_shape(*t, shape));
-    used_.insert(t);
+    if (used_.insert(t).second && is_quantized(t->dtype)) {
+      const quant::BadScale bad = quant::first_nonfinite_scale(
+          t->dtype, t->data, static_cast<int64_t>(t->nbytes) / dtype_block_bytes(t->dtype));
+      if (bad.block >= 0)
+        return DataLoss("{}: tensor {} ({}): block {} has a non-finite scale ({} = {})",
+                        file_.path(), t->name, dtype_ggml_name(t->dtype), bad.block, bad.field,
+                        bad.value);
+    }
     return t;
   }
 

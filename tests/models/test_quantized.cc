@@ -14,10 +14,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -131,6 +133,51 @@ TEST(LlamaQManifest, TensorTypesAsListed) {
       EXPECT_EQ(dtype_ggml_name(t->dtype), type.get<std::string>()) << name << " " << tensor;
     }
   }
+}
+
+// A NaN or infinite block scale is a one-line load error naming the tensor (it would make
+// every logit NaN): llama-q's Q4_K_M with one Q4_K block's d, one Q6_K block's d and one dmin
+// set to NaN / +inf in turn.
+TEST(LlamaQ, NonFiniteScaleIsALoadErrorNamingTheTensor) {
+  const std::string src = quantized("llama-q/model-Q4_K_M.gguf");
+  std::ifstream in(src, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  auto g = GgufFile::open(src);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  struct Poison {
+    const char* tensor;
+    int64_t block, field_offset;
+    uint16_t half;
+    const char* want;
+  };
+  const Poison cases[] = {{"blk.1.attn_q.weight", 5, 0, 0x7E00, "block 5 has a non-finite scale (d = nan)"},
+                          {"output.weight", 3, 208, 0x7C00, "block 3 has a non-finite scale (d = inf)"},
+                          {"blk.0.ffn_gate.weight", 0, 2, 0xFC00, "block 0 has a non-finite scale (dmin = -inf)"}};
+  const auto dir = std::filesystem::temp_directory_path() / ("llmserve_nan_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const Poison& c : cases) {
+    const TensorView* t = g->find_tensor(c.tensor);
+    ASSERT_NE(t, nullptr) << c.tensor;
+    // The tensor's offset in the file: its first bytes, found in the file.
+    const auto* first = static_cast<const uint8_t*>(t->data);
+    const auto at = std::search(bytes.begin(), bytes.end(), first, first + 64);
+    ASSERT_NE(at, bytes.end()) << c.tensor;
+    std::vector<uint8_t> bad = bytes;
+    const size_t off = static_cast<size_t>(at - bytes.begin()) +
+                       c.block * dtype_block_bytes(t->dtype) + c.field_offset;
+    std::memcpy(bad.data() + off, &c.half, 2);
+    const std::string path = dir / "bad.gguf";
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bad.data()),
+                                                static_cast<std::streamsize>(bad.size()));
+    auto got = logits_of(path, {1, 2, 3}, "flash", 2048);
+    ASSERT_FALSE(got.ok()) << c.tensor;
+    const std::string msg = got.status().message();
+    EXPECT_NE(msg.find(std::string("tensor ") + c.tensor), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // ---- (2) synthetic models in Q8_0 vs F32 holding the same values ----------------------------
