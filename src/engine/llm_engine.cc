@@ -158,20 +158,27 @@ Status EngineCore::init(const EngineConfig& config) {
                                                      pool_.get()));
   // Weight tensors (2-D and up) per dtype, and the GEMM kernels they run on.
   std::map<std::string_view, int> by_type;
-  bool any_quantized = false;
+  bool any_quantized = false, any_float = false;
   for (const TensorView* t : model_file_->tensors())
     if (t->shape.size() >= 2) {
       ++by_type[dtype_ggml_name(t->dtype)];
       any_quantized = any_quantized || is_quantized(t->dtype);
+      any_float = any_float || !is_quantized(t->dtype);
     }
   std::string tensors;
   for (const auto& [name, count] : by_type)
     tensors += fmt::format("{}{} x {}", tensors.empty() ? "" : ", ", name, count);
-  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}, weights {}: {}), "
+  // "weights f32: F16 x 7" (float matrices computed in --dtype's type); quantized matrices
+  // are computed in their own type, so a wholly quantized model lists its types only.
+  const std::string weights =
+      !any_quantized ? fmt::format("{}: {}", dtype_name(model_dtype(mc, load)), tensors)
+      : any_float    ? fmt::format("{} (float ones as {})", tensors, dtype_name(model_dtype(mc, load)))
+                     : tensors;
+  spdlog::info("model {} ({}, {} layers, dim {}, {} heads / {} KV heads: {}, weights {}), "
                "vocab {}, max_model_len {}, KV pool {} blocks x {} tokens = {:.1f} MiB ({}), {} "
                "thread{}, attention {}, kernels {}{}{}",
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
-               mc.n_kv_heads, mc.attention_type(), dtype_name(model_dtype(mc, load)), tensors,
+               mc.n_kv_heads, mc.attention_type(), weights,
                mc.vocab_size, max_model_len_, num_blocks,
                bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
                config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa(),
