@@ -127,6 +127,7 @@ class InspectCommand {
   std::string dtype_ = "auto";       // --dtype: what --kv-cache-dtype auto follows
   std::string kv_cache_dtype_ = "auto";
   int32_t block_size_ = CacheConfig{}.block_size;
+  std::string quantization_;         // --quantization: report the weights as serve would make them
   bool json_ = false;
 };
 

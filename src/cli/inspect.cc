@@ -7,6 +7,7 @@
 // `inspect` and `serve` agree on the number of blocks. Text (aligned) or one JSON object.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,6 +21,8 @@
 #include "models/model.h"
 #include "common/check.h"
 #include "models/model_file.h"
+#include "models/quantize_model.h"
+#include "quant/quant_scheme.h"
 #include "runner/model_runner.h"
 
 namespace llmserve::cli {
@@ -121,27 +124,39 @@ struct WeightCost {
   std::vector<TypeUsage> types;
   double matrix_bits_per_weight = 0;
   int64_t decode_bytes_per_token = 0;
+  int64_t total_bytes = 0;  // every tensor
 };
 
-WeightCost weight_cost(const ModelFile& mf) {
+/// `types`: tensors whose type --quantization would change (the rest as stored).
+WeightCost weight_cost(const ModelFile& mf, const std::map<const TensorView*, DType>& types) {
   WeightCost c;
   std::vector<TypeUsage> by_type(kNumDTypes);
   const TensorView* emb = mf.find_tensor("token_embd.weight");
   const bool tied = mf.config().tie_word_embeddings;
   int64_t matrix_params = 0, matrix_bytes = 0;
+  auto type_of = [&types](const TensorView* t) {
+    const auto it = types.find(t);
+    return it != types.end() ? it->second : t->dtype;
+  };
   for (const TensorView* t : mf.tensors()) {
-    TypeUsage& u = by_type[static_cast<size_t>(t->dtype)];
-    u.dtype = t->dtype;
+    const DType type = type_of(t);
+    // A 1-D tensor keeps its type; a matrix of n rows has n rows of whole blocks.
+    const int64_t bytes = type == t->dtype
+                              ? static_cast<int64_t>(t->nbytes)
+                              : t->numel() / t->shape.back() * dtype_row_bytes(type, t->shape.back());
+    TypeUsage& u = by_type[static_cast<size_t>(type)];
+    u.dtype = type;
     ++u.tensors;
     u.params += t->numel();
-    u.bytes += static_cast<int64_t>(t->nbytes);
+    u.bytes += bytes;
+    c.total_bytes += bytes;
     if (t->shape.size() < 2) continue;
     matrix_params += t->numel();
-    matrix_bytes += static_cast<int64_t>(t->nbytes);
-    if (t != emb || tied) c.decode_bytes_per_token += static_cast<int64_t>(t->nbytes);
+    matrix_bytes += bytes;
+    if (t != emb || tied) c.decode_bytes_per_token += bytes;
   }
   if (emb != nullptr && !emb->shape.empty())
-    c.decode_bytes_per_token += dtype_row_bytes(emb->dtype, emb->shape.back());
+    c.decode_bytes_per_token += dtype_row_bytes(type_of(emb), emb->shape.back());
   for (const TypeUsage& u : by_type)
     if (u.tensors > 0) c.types.push_back(u);
   c.matrix_bits_per_weight = matrix_params > 0 ? 8.0 * double(matrix_bytes) / double(matrix_params) : 0;
@@ -183,6 +198,11 @@ InspectCommand::InspectCommand(CLI::App& app) {
       ->capture_default_str();
   cmd_->add_option("--block-size", block_size_, "Tokens per KV cache block")
       ->capture_default_str();
+  cmd_->add_option("--quantization", quantization_,
+                   "Report the weights as serve --quantization would make them at load (types, "
+                   "bytes, decode bytes per token, the KV dtype auto gives): " +
+                       quantization_flag_names())
+      ->check(CLI::IsMember(quantization_flag_values()));
   cmd_->add_flag("--json", json_, "Print one JSON object instead of the text report");
 }
 
@@ -209,17 +229,28 @@ int InspectCommand::run() {
   if (auto model = create_model(mf); !model.ok()) return fail(model.status());
   const ModelConfig& c = mf.config();
 
-  int64_t params = 0, weight_bytes = 0;
-  for (const TensorView* t : mf.tensors()) {
-    params += t->numel();
-    weight_bytes += static_cast<int64_t>(t->nbytes);
+  // --quantization: what apply_quantization would replace (its checks and errors), converting
+  // nothing.
+  std::map<const TensorView*, DType> planned;
+  std::optional<QuantizationPlan> qplan;
+  if (!quantization_.empty()) {
+    auto plan = plan_quantization_flag(mf, quantization_);
+    if (!plan.ok()) return fail(plan.status());
+    qplan = std::move(*plan);
+    for (const TensorPlan& p : qplan->changes) planned[p.tensor] = p.type;
   }
-  const WeightCost cost = weight_cost(mf);
+  int64_t params = 0;
+  for (const TensorView* t : mf.tensors()) params += t->numel();
+  const WeightCost cost = weight_cost(mf, planned);
+  const int64_t weight_bytes = cost.total_bytes;
 
   // As LLMEngine::init: auto = the model's dtype after --dtype (f32 for quantized
-  // weights); budget = flag or the 2 GiB
-  // default.
-  const DType weights_dtype = model_dtype(c, ModelLoadOptions{*dtype_flag});
+  // weights, --quantization's included: a quantized token embedding makes the model's weight
+  // dtype quantized); budget = flag or the 2 GiB default.
+  ModelConfig quantized_config = c;
+  if (const TensorView* emb = mf.find_tensor("token_embd.weight"); emb && planned.count(emb))
+    quantized_config.weight_dtype = planned.at(emb);
+  const DType weights_dtype = model_dtype(quantized_config, ModelLoadOptions{*dtype_flag});
   const DType kv_dtype = kv_dtype_flag->value_or(weights_dtype);
   const int64_t budget = cache.kv_cache_memory_bytes > 0 ? cache.kv_cache_memory_bytes
                                                          : kDefaultKvCacheMemoryBytes;
@@ -252,7 +283,7 @@ int InspectCommand::run() {
     j["ffn_dim"] = c.ffn_dim;
     j["vocab_size"] = c.vocab_size;
     j["max_position_embeddings"] = c.max_position_embeddings;
-    j["weight_dtype"] = std::string(dtype_name(c.weight_dtype));
+    j["weight_dtype"] = std::string(dtype_name(quantized_config.weight_dtype));
     j["dtype"] = std::string(dtype_name(weights_dtype));
     j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["attention_bias"] = c.attention_bias;
@@ -286,6 +317,13 @@ int InspectCommand::run() {
                        {"parameters", u.params},
                        {"bytes", u.bytes}});
     j["tensor_types"] = types;
+    if (qplan) {
+      std::map<std::string, int> by_type;
+      for (const TensorPlan& p : qplan->changes) ++by_type[std::string(dtype_ggml_name(p.type))];
+      j["quantization"] = {{"value", quantization_},
+                           {"already_quantized", qplan->already_quantized},
+                           {"matrices", by_type}};
+    }
     j["weight_matrix_bits_per_weight"] = cost.matrix_bits_per_weight;
     j["decode_bytes_per_token"] = cost.decode_bytes_per_token;
     j["attention"] = {{"type", attn}};
@@ -315,10 +353,12 @@ int InspectCommand::run() {
       {"ffn dim", std::to_string(c.ffn_dim)},
       {"vocab", std::to_string(c.vocab_size)},
       {"max_position_embeddings", std::to_string(c.max_position_embeddings)},
-      {"weight dtype", std::string(dtype_name(c.weight_dtype)) +
-                           (weights_dtype != c.weight_dtype
-                                ? fmt::format(" ({} with --dtype)", dtype_name(weights_dtype))
-                                : "")},
+      {"weight dtype",
+       std::string(dtype_name(quantized_config.weight_dtype)) +
+           (weights_dtype == quantized_config.weight_dtype ? std::string()
+            : dtype_flag->has_value()
+                ? fmt::format(" ({} with --dtype)", dtype_name(weights_dtype))
+                : fmt::format(" (activations and KV cache auto: {})", dtype_name(weights_dtype)))},
   };
   std::string rope = fmt::format("theta {}, {}, dim {}", c.rope_theta, rope_style_name(c.rope_style),
                                  c.rope_dim());
@@ -334,6 +374,19 @@ int InspectCommand::run() {
     rows.push_back({"mla qk_nope_head_dim", std::to_string(c.qk_nope_head_dim)});
     rows.push_back({"mla qk_rope_head_dim", std::to_string(c.qk_rope_head_dim)});
     rows.push_back({"mla v_head_dim", std::to_string(c.v_head_dim)});
+  }
+  if (qplan) {
+    std::map<DType, int> by_type;
+    for (const TensorPlan& p : qplan->changes) ++by_type[p.type];
+    std::string types;
+    for (const auto& [t, n] : by_type)
+      types += fmt::format("{}{} x {}", types.empty() ? "" : ", ", dtype_ggml_name(t), n);
+    rows.push_back({"quantization",
+                    qplan->already_quantized
+                        ? fmt::format("{}: the file is already quantized as asked", quantization_)
+                        : fmt::format("{} at load: {} weight matrices -> {} (figures below as "
+                                      "serve would hold them)",
+                                      quantization_, qplan->changes.size(), types)});
   }
   rows.push_back({"parameters", fmt::format("{} ({})", params, human_count(params))});
   rows.push_back({"weight bytes", fmt::format("{} ({})", weight_bytes, human_bytes(weight_bytes))});

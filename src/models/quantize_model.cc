@@ -86,23 +86,20 @@ std::string QuantizationSummary::describe() const {
                      n, join_counts(matrices), mib(bytes_before), mib(bytes_after), seconds);
 }
 
-Expected<QuantizationSummary> apply_quantization(ModelFile& file, std::string_view value,
-                                                 ThreadPool* pool) {
+Expected<QuantizationPlan> plan_quantization_flag(const ModelFile& file, std::string_view value) {
   const std::optional<QuantScheme> scheme = find_quantization_flag(value);
   if (!scheme)
     return InvalidArgument("--quantization: unknown value '{}' (known: {})", value,
                            quantization_flag_names());
-  QuantizationSummary sum;
-  sum.value = std::string(value);
+  QuantizationPlan plan;
   // Already quantized (a llama-quantize file): fine when its main type is the one asked for.
-  std::map<DType, int> present;
   std::map<DType, int64_t> elements;
   for (const TensorView* t : file.tensors()) {
     if (!is_quantized(t->dtype)) continue;
-    ++present[t->dtype];
+    ++plan.present[t->dtype];
     elements[t->dtype] += t->numel();
   }
-  if (!present.empty()) {
+  if (!plan.present.empty()) {
     const DType main = std::max_element(elements.begin(), elements.end(), [](auto& a, auto& b) {
                          return a.second < b.second;
                        })->first;
@@ -113,22 +110,35 @@ Expected<QuantizationSummary> apply_quantization(ModelFile& file, std::string_vi
                                    ? fmt::format("pass --quantization {} or leave the flag out", match)
                                    : std::string("leave the flag out");
       return InvalidArgument("--quantization {}: {} is already quantized (tensors: {}; mostly "
-                             "{}); {}", value, file.path(), join_counts(present),
+                             "{}); {}", value, file.path(), join_counts(plan.present),
                              dtype_ggml_name(main), hint);
     }
-    sum.already_quantized = true;
-    spdlog::info("{} ({})", sum.describe(), join_counts(present));
-    return sum;
+    plan.already_quantized = true;
+    return plan;
   }
-  const auto t0 = std::chrono::steady_clock::now();
   auto planned = plan_model_quantization(file, *scheme);
   if (!planned.ok())
     return Status(planned.status().code(),
                   fmt::format("--quantization {}: {}", value, planned.status().message()));
+  for (const TensorPlan& p : *planned)
+    if (p.type != p.tensor->dtype) plan.changes.push_back(p);
+  return plan;
+}
+
+Expected<QuantizationSummary> apply_quantization(ModelFile& file, std::string_view value,
+                                                 ThreadPool* pool) {
+  LLMS_ASSIGN_OR_RETURN(QuantizationPlan plan, plan_quantization_flag(file, value));
+  QuantizationSummary sum;
+  sum.value = std::string(value);
+  if (plan.already_quantized) {
+    sum.already_quantized = true;
+    spdlog::info("{} ({})", sum.describe(), join_counts(plan.present));
+    return sum;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> scratch;
-  for (const TensorPlan& p : *planned) {
+  for (const TensorPlan& p : plan.changes) {
     const TensorView& t = *p.tensor;
-    if (p.type == t.dtype) continue;
     const int64_t cols = t.shape.back(), rows = t.numel() / cols;
     const size_t bytes = static_cast<size_t>(rows * dtype_row_bytes(p.type, cols));
     std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);

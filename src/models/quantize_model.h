@@ -59,6 +59,19 @@ struct QuantizationSummary {
   std::string describe() const;
 };
 
+/// What --quantization `value` would do to an opened model, converting nothing: the tensors it
+/// replaces and their new types, or (already_quantized) nothing because the file is already
+/// quantized as asked. `inspect --quantization` reports from it; apply_quantization carries it
+/// out.
+struct QuantizationPlan {
+  bool already_quantized = false;
+  std::map<DType, int> present;      // the file's quantized tensors, by type
+  std::vector<TensorPlan> changes;   // tensors whose type changes, in file order
+};
+
+/// The checks and plan of apply_quantization (same errors, except the conversion's own).
+Expected<QuantizationPlan> plan_quantization_flag(const ModelFile& file, std::string_view value);
+
 /// --quantization `value` (find_quantization_flag) on an opened model: every matrix the plan
 /// quantizes is converted and replaces the file's tensor in memory (ModelFile::replace_tensor;
 /// call before building a model from the file); 1-D tensors (norms, biases) are untouched.

@@ -331,6 +331,37 @@ TEST(Inspect, QuantizedTypesBitsPerWeightAndDecodeBytes) {
   EXPECT_EQ(f["weight_matrix_bits_per_weight"], 32.0);
 }
 
+TEST(Inspect, QuantizationFlagReportsWhatLlamaQuantizeWrote) {
+  // inspect --quantization on the F32 file = inspect of the file llama-quantize made from it
+  // (types, bytes, bits per weight, decode bytes, KV auto), and nothing is converted.
+  const std::string dir = std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/quantized/llama-q/";
+  for (const auto& [value, file] : {std::pair{"q4_k_m", "model-Q4_K_M.gguf"},
+                                    std::pair{"q5_k_m", "model-Q5_K_M.gguf"},
+                                    std::pair{"q8_0", "model-Q8_0.gguf"}}) {
+    SCOPED_TRACE(value);
+    json want = inspect_json(quote(dir + file));
+    json got = inspect_json(quote(dir + "model-F32.gguf") + " --quantization " + value);
+    for (const char* key : {"tensor_types", "weight_bytes", "weight_matrix_bits_per_weight",
+                            "decode_bytes_per_token", "weight_dtype", "parameters"})
+      EXPECT_EQ(got[key], want[key]) << key;
+    EXPECT_EQ(got["kv_cache"]["dtype"], "f32");
+    EXPECT_EQ(got["quantization"]["value"], value);
+    EXPECT_EQ(got["quantization"]["already_quantized"], false);
+    // A file already quantized as asked: as stored.
+    json same = inspect_json(quote(dir + file) + " --quantization " + value);
+    EXPECT_EQ(same["quantization"]["already_quantized"], true);
+    EXPECT_EQ(same["tensor_types"], want["tensor_types"]);
+  }
+  auto r = run_llmserve("inspect " + quote(dir + "model-F32.gguf") + " --quantization q4_k_m");
+  EXPECT_NE(r.out.find("q4_k_m at load: 16 weight matrices -> Q4_K x "), std::string::npos) << r.out;
+  expect_one_line_error(run_llmserve("inspect " + quote(dir + "model-Q8_0.gguf") +
+                                     " --quantization q4_k_m"),
+                        "is already quantized");
+  expect_one_line_error(run_llmserve("inspect " + quote(dir + "model-F32.gguf") +
+                                     " --quantization q3_k"),
+                        "--quantization");
+}
+
 TEST(Inspect, BadModelsAndFlagsGiveOneLineErrors) {
   expect_one_line_error(run_llmserve("inspect /nonexistent/model.gguf"),
                         "/nonexistent/model.gguf");
