@@ -9,6 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev    # JSON
   libpcre2-dev          # tokenizer pre-tokenizer regexes (PCRE2, UTF + UCP)
   libutf8proc-dev       # tokenizer NFC normalizer (tokenizer.json)
+  libxxhash-dev         # prefix caching: XXH3-128 block hashes (kv_cache/block_hash.h)
   libcli11-dev          # command-line parsing
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest

@@ -6,11 +6,12 @@
 # Environment: TYPES (llama-quantize types, or BF16; default "Q4_K_M Q8_0 Q6_K Q5_0"), REPEAT (2),
 # THREADS (2), ISA (empty = the best this CPU has; avx2 forces llmserve's AVX2 kernels),
 # WORK (/tmp/llmserve-quant: model files and raw results), SERVE32=1 adds the 32-request
-# serving row (llmserve serve vs llama-server, same client: llmserve bench serve).
+# serving row (llmserve serve vs llama-server, same client: llmserve bench serve), PRESET
+# (make-model preset, default bench-250m; tinyllama-1.1b for the 1.1B shapes).
 # Needs a build (scripts/build.sh) and llama.cpp's llama-bench, llama-quantize (and
 # llama-server for SERVE32), built as DEVELOPERS.md says. Never part of the test suite.
 #
-# The files: bench-250m from `llmserve make-model --preset bench-250m --dtype bf16 --seed 1`,
+# The files: PRESET from `llmserve make-model --preset PRESET --dtype bf16 --seed 1`,
 # quantized by llama.cpp's own llama-quantize, so both engines read the very same bytes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,21 +22,22 @@ REPEAT=${REPEAT:-2}
 THREADS=${THREADS:-2}
 WORK=${WORK:-/tmp/llmserve-quant}
 ISA=${ISA:-}
+PRESET=${PRESET:-bench-250m}
 mkdir -p "$WORK"
 for tool in llama-bench llama-quantize; do
   [ -x "$LLAMA/$tool" ] || { echo "error: $LLAMA/$tool not found (build llama.cpp, DEVELOPERS.md)" >&2; exit 1; }
 done
-BF16="$WORK/bench-250m-bf16.gguf"
-[ -f "$BF16" ] || "$BIN/llmserve" make-model --preset bench-250m --dtype bf16 --seed 1 --out "$BF16"
-TAG=${ISA:-native}
+BF16="$WORK/$PRESET-bf16.gguf"
+[ -f "$BF16" ] || "$BIN/llmserve" make-model --preset "$PRESET" --dtype bf16 --seed 1 --out "$BF16"
+TAG=${ISA:-native}-$PRESET
 COMMON=(--log-level info --seed 1 --threads "$THREADS" --max-model-len 1024)
 
 probe() { "$BIN/bench_probes" --benchmark_format=json > "$WORK/$1.probe.json" 2> /dev/null; }
 for t in $TYPES; do
-  f="$WORK/bench-250m-$t.gguf"   # TYPES may name BF16: the unquantized file itself
+  f="$WORK/$PRESET-$t.gguf"   # TYPES may name BF16: the unquantized file itself
   [ "$t" = BF16 ] && f="$BF16"
   [ -f "$f" ] || "$LLAMA/llama-quantize" "$BF16" "$f" "$t" > "$WORK/quantize-$t.log" 2>&1
-  "$BIN/llmserve" inspect "$f" --json > "$WORK/$t.inspect.json" 2> /dev/null
+  "$BIN/llmserve" inspect "$f" --json > "$WORK/$PRESET-$t.inspect.json" 2> /dev/null
   for i in $(seq 1 "$REPEAT"); do
     probe "$t.$TAG.$i"
     # llama.cpp: pp512 and tg128 (llama-bench's own repetitions, mean of 3).
@@ -51,7 +53,7 @@ for t in $TYPES; do
 done
 
 if [ "${SERVE32:-0}" = 1 ]; then
-  f="$WORK/bench-250m-Q4_K_M.gguf"
+  f="$WORK/$PRESET-Q4_K_M.gguf"
   CLIENT=(--num-prompts 32 --input-len 130 --output-len 64 --seed 1 --json)
   for i in $(seq 1 "$REPEAT"); do
     probe "serve32.$TAG.$i"
@@ -73,18 +75,18 @@ if [ "${SERVE32:-0}" = 1 ]; then
   done
 fi
 
-python3 - "$WORK" "$REPEAT" "$TAG" "$TYPES" "${SERVE32:-0}" <<'PY'
+python3 - "$WORK" "$REPEAT" "$TAG" "$TYPES" "${SERVE32:-0}" "$PRESET" <<'PY'
 import json, statistics, sys
-work, repeat, tag, types, serve32 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5] == "1"
+work, repeat, tag, types, serve32, preset = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5] == "1", sys.argv[6]
 med = statistics.median
 def probe(name):
     p = json.load(open(f"{work}/{name}.probe.json"))["benchmarks"][0]
     return p["read_GBps"]
-print(f"ISA: {tag}; each cell: median of {repeat} runs (min-max)")
+print(f"{preset}, ISA {tag[: -len(preset) - 1]}; each cell: median of {repeat} runs (min-max)")
 print("| file | MB read / token | llama.cpp tg128 | llmserve decode | ratio | roofline (probe) | llmserve % of roofline | llama.cpp pp512 | llmserve pp512 | ratio |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for t in types:
-    bpt = json.load(open(f"{work}/{t}.inspect.json"))["decode_bytes_per_token"]
+    bpt = json.load(open(f"{work}/{preset}-{t}.inspect.json"))["decode_bytes_per_token"]
     rows = []
     for i in range(1, repeat + 1):
         bw = probe(f"{t}.{tag}.{i}")

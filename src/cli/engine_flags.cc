@@ -103,6 +103,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
       ->capture_default_str();
   app.add_option("--block-size", c.cache.block_size, "Tokens per KV cache block")
       ->capture_default_str();
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching",
+               c.cache.enable_prefix_caching,
+               "Automatic prefix caching: full KV blocks are shared across requests with the "
+               "same token prefix and kept after use until evicted (default: on)");
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
                  "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB)");
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,

@@ -51,7 +51,8 @@ int LogitsCommand::run() {
           flags_, {"--tokenizer", "--served-model-name", "--max-num-seqs", "--batching",
                    "--max-delay-ms", "--prefill-policy", "--scheduling-policy", "--seed",
                    "--kv-cache-memory", "--num-kv-blocks", "--generation-config",
-                   "--enable-chunked-prefill", "--no-enable-chunked-prefill"},
+                   "--enable-chunked-prefill", "--no-enable-chunked-prefill",
+                   "--enable-prefix-caching", "--no-enable-prefix-caching"},
           "logits");
       !st.ok())
     return fail(st);

@@ -21,6 +21,9 @@ struct CacheConfig {
   /// --kv-cache-dtype: element type of the KV cache; nullopt ("auto") = the model's dtype
   /// after --dtype (vLLM's "auto").
   std::optional<DType> kv_cache_dtype;
+  /// --enable-prefix-caching / --no-enable-prefix-caching (vLLM's flag; on by default, as in
+  /// vLLM V1): full KV blocks are indexed by their token prefix and shared across requests.
+  bool enable_prefix_caching = true;
 
   Status validate() const;
 };

@@ -68,6 +68,7 @@ class EngineCore final : public LLMEngine {
   void record_step(const SchedulerOutput& sched, const std::vector<uint8_t>& is_decode,
                    double start_time, int32_t running_after_schedule);
   double kv_utilization() const;
+  mutable std::vector<uint8_t> block_seen_scratch_;  // kv_utilization
   void finish(Request& req, FinishReason reason);
 
   EngineConfig config_;
@@ -145,7 +146,8 @@ Status EngineCore::init(const EngineConfig& config) {
         num_blocks, block_bytes, num_blocks * double(block_bytes) / (1 << 30),
         double(phys_bytes) / (1 << 30));
   config_.cache.num_kv_blocks = static_cast<int32_t>(num_blocks);
-  kv_ = std::make_unique<KVCacheManager>(config_.cache.num_kv_blocks, bs);
+  kv_ = std::make_unique<KVCacheManager>(config_.cache.num_kv_blocks, bs,
+                                         config_.cache.enable_prefix_caching);
   if (kv_->blocks_for_tokens(max_model_len_) > num_blocks)
     spdlog::warn("KV pool of {} blocks holds {} tokens, fewer than --max-model-len {}; "
                  "longer requests will be rejected", num_blocks, num_blocks * bs, max_model_len_);
@@ -253,6 +255,7 @@ RequestOutput EngineCore::make_output(Request& req, std::vector<int32_t> new_tok
   out.finish_reason = req.finish_reason;
   if (req.finish_reason != FinishReason::kAbort) take_text_delta(req, out.finished, out.new_text);
   out.num_prompt_tokens = req.num_prompt_tokens;
+  out.num_cached_tokens = std::max(0, req.num_cached_tokens);
   out.num_output_tokens = req.num_output_tokens();
   out.num_preemptions = req.num_preemptions;
   out.timing = req.timing;
@@ -262,8 +265,18 @@ RequestOutput EngineCore::make_output(Request& req, std::vector<int32_t> new_tok
 double EngineCore::kv_utilization() const {
   const int64_t slots = int64_t{kv_->num_used_blocks()} * kv_->block_size();
   if (slots == 0) return 0.0;
+  // Tokens stored in used blocks, each block once (prefix-cached blocks are shared, and full).
+  const int32_t bs = kv_->block_size();
+  std::vector<uint8_t>& seen = block_seen_scratch_;
+  seen.assign(kv_->num_total_blocks(), 0);
   int64_t stored = 0;
-  for (const Request* r : scheduler_->running()) stored += r->num_computed_tokens;
+  for (const Request* r : scheduler_->running())
+    for (size_t i = 0; i < r->block_table.size(); ++i) {
+      const int32_t id = r->block_table[i];
+      if (seen[id]) continue;
+      seen[id] = 1;
+      stored += std::clamp<int64_t>(r->num_computed_tokens - int64_t(i) * bs, 0, bs);
+    }
   return static_cast<double>(stored) / static_cast<double>(slots);
 }
 
@@ -286,6 +299,8 @@ void EngineCore::record_step(const SchedulerOutput& sched, const std::vector<uin
   rec.num_running = running_after_schedule;  // seats held while this step ran
   rec.num_waiting = scheduler_->num_waiting();
   rec.num_used_blocks = kv_->num_used_blocks();
+  rec.num_cached_blocks = kv_->num_cached_blocks();
+  rec.num_prefix_hit_tokens = scheduler_->last_prefix_hit_tokens();
   counters_.scheduled_prefill_tokens_total += rec.num_prefill_tokens;
   counters_.scheduled_decode_tokens_total += rec.num_decode_tokens;
   rec.kv_utilization = kv_utilization();
@@ -315,6 +330,14 @@ std::vector<RequestOutput> EngineCore::step() {
     const ScheduledSequence& s = sched.seqs[si];
     Request& req = *requests_.at(s.request_id);
     req.num_computed_tokens += s.num_scheduled_tokens;
+    // Blocks this step filled are now computed: index them for later requests (never a
+    // half-written one: only blocks wholly below num_computed_tokens).
+    if (kv_->prefix_caching()) {
+      const int32_t full = req.num_computed_tokens / kv_->block_size();
+      extend_block_hashes(std::span<const int32_t>(req.token_ids).first(full * kv_->block_size()),
+                          kv_->block_size(), req.cache_salt, req.block_hashes);
+      kv_->cache_full_blocks(req.block_hashes, req.block_table, full, &req.num_hashed_blocks);
+    }
     if (req.num_output_tokens() == 0) counters_.prompt_tokens_total += s.num_scheduled_tokens;
     if (logits.logits_row_start[si] < 0) continue;  // partial prefill chunk
     int32_t last_row = logits.logits_row_start[si];
@@ -384,6 +407,9 @@ EngineStats EngineCore::stats() const {
   s.kv_cache_usage = kv_->usage();
   s.num_preemptions_total = scheduler_->num_preemptions_total();
   s.kv_utilization = kv_utilization();
+  s.prefix_cache_queries_total = scheduler_->prefix_cache_queries_total();
+  s.prefix_cache_hits_total = scheduler_->prefix_cache_hits_total();
+  s.num_cached_blocks = kv_->num_cached_blocks();
   return s;
 }
 

@@ -13,6 +13,8 @@ Request::Request(int64_t id, EngineRequest req, const Tokenizer& tokenizer, uint
                   params.skip_special_tokens) {
   timing.arrival_time = req.arrival_time;
   priority = req.priority;
+  cache_salt = std::move(req.cache_salt);
+  use_prefix_cache = req.use_prefix_cache;
 }
 
 }  // namespace llmserve

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/request_output.h"
+#include "kv_cache/block_hash.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,6 +29,12 @@ struct Request {
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   std::vector<int32_t> block_table;  // KV block ids; covers num_computed_tokens (+ scheduled)
+  // Prefix caching (kv_cache/kv_cache_manager.h).
+  std::string cache_salt;                // extra key of the first block's hash
+  bool use_prefix_cache = true;          // look the prompt up at admission
+  std::vector<BlockHash> block_hashes;   // of the full blocks of token_ids, as far as known
+  int32_t num_hashed_blocks = 0;         // leading blocks of block_table indexed by hash
+  int32_t num_cached_tokens = -1;        // prefix hit at first admission (-1: not admitted)
   std::mt19937_64 rng;               // private sampling RNG (seeded per request)
   RequestTiming timing;
   int32_t num_preemptions = 0;

@@ -22,6 +22,12 @@ struct EngineRequest {
   double arrival_time = 0;  // seconds, now_seconds() when the HTTP/CLI request arrived
   /// --scheduling-policy priority: lower runs first, ties by arrival (vLLM semantics).
   int32_t priority = 0;
+  /// vLLM's cache_salt: mixed into the hash of the request's first KV block, so requests
+  /// with different salts never share a cached block (tenant isolation; "" = none).
+  std::string cache_salt;
+  /// False: this request computes its whole prompt (no prefix-cache lookup; llama.cpp's
+  /// cache_prompt). Its blocks are still indexed for later requests.
+  bool use_prefix_cache = true;
 };
 
 /// Per-request timing, seconds on the now_seconds() clock (0 = not yet).
@@ -49,6 +55,9 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_prompt_tokens = 0;
+  /// Prompt tokens whose K/V came from the prefix cache when the request was first scheduled
+  /// (OpenAI's usage.prompt_tokens_details.cached_tokens).
+  int32_t num_cached_tokens = 0;
   int32_t num_output_tokens = 0;  // total so far
   int32_t num_preemptions = 0;
   RequestTiming timing;
@@ -71,6 +80,9 @@ struct StepRecord {
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   int32_t num_used_blocks = 0;
+  int32_t num_cached_blocks = 0;  // evictable blocks holding cached K/V after planning
+  /// Prompt tokens found in the prefix cache by the requests admitted this step.
+  int32_t num_prefix_hit_tokens = 0;
   /// Tokens stored / token slots in allocated blocks, after this step (1 = no waste).
   double kv_utilization = 0;
 };
@@ -93,6 +105,12 @@ struct EngineStats {
   /// Tokens computed by engine steps, split into prompt (prefill / recompute) and decode.
   int64_t scheduled_prefill_tokens_total = 0;
   int64_t scheduled_decode_tokens_total = 0;
+  /// Prefix caching (vllm:prefix_cache_queries / _hits, tokens): tokens of the sequences
+  /// looked up at admission, and those found cached.
+  int64_t prefix_cache_queries_total = 0;
+  int64_t prefix_cache_hits_total = 0;
+  /// Cached (evictable) blocks: counted in num_free_blocks, holding reusable K/V.
+  int32_t num_cached_blocks = 0;
 };
 
 }  // namespace llmserve

@@ -52,8 +52,9 @@ void Scheduler::add_scheduled(SchedulerOutput& out, Request* req, int32_t num_ne
 }
 
 void Scheduler::preempt(Request* req) {
-  kv_.free(req->block_table);
+  kv_.free(req->block_table);  // its full blocks stay cached: recompute will hit them
   req->num_computed_tokens = 0;
+  req->num_hashed_blocks = 0;
   ++req->num_preemptions;
   ++num_preemptions_total_;
   last_preempted_.push_back(req->request_id);
@@ -126,12 +127,32 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
       ++it;  // not part of the current batch: waits for the next one
       continue;
     }
-    int32_t num_new = req->num_tokens() - req->num_computed_tokens;
+    // Prefix cache: a request starting from nothing (new, or preempted) begins after its
+    // longest run of cached full blocks, always computing at least its last token (whose
+    // logits it needs). Requests that want prompt logprobs compute every position.
+    hits_.clear();
+    const bool lookup = req->num_computed_tokens == 0 && kv_.prefix_caching() &&
+                        req->use_prefix_cache && req->params.prompt_logprobs < 0;
+    if (lookup) {
+      extend_block_hashes(req->token_ids, kv_.block_size(), req->cache_salt, req->block_hashes);
+      kv_.find_cached_prefix(req->block_hashes, (req->num_tokens() - 1) / kv_.block_size(), hits_);
+    }
+    const int32_t num_hit = static_cast<int32_t>(hits_.size()) * kv_.block_size();
+    int32_t num_new = req->num_tokens() - req->num_computed_tokens - num_hit;
     if (num_new > budget) {
       if (!config_.enable_chunked_prefill) break;  // whole prefills only
       num_new = budget;
     }
-    if (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_new)) break;
+    if (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_hit + num_new, hits_))
+      break;
+    req->num_computed_tokens += num_hit;
+    req->num_hashed_blocks = static_cast<int32_t>(hits_.size());
+    if (lookup) {
+      prefix_cache_queries_ += req->num_tokens();
+      prefix_cache_hits_ += num_hit;
+      last_prefix_hit_tokens_ += num_hit;
+    }
+    if (req->num_cached_tokens < 0) req->num_cached_tokens = num_hit;
     it = waiting_.erase(it);
     req->status = RequestStatus::kRunning;
     if (req->timing.first_scheduled_time == 0) req->timing.first_scheduled_time = now;
@@ -146,6 +167,7 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
 SchedulerOutput Scheduler::schedule(double now) {
   SchedulerOutput out;
   last_preempted_.clear();
+  last_prefix_hit_tokens_ = 0;
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
   const bool prefill_first = config_.batching == BatchingMode::kContinuous &&
@@ -170,6 +192,7 @@ void Scheduler::finish_request(Request* req, FinishReason reason) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), req));
   }
   kv_.free(req->block_table);
+  req->num_hashed_blocks = 0;
   req->status = RequestStatus::kFinished;
   req->finish_reason = reason;
   req->batch_member = false;
@@ -189,12 +212,25 @@ void Scheduler::check_invariants(const SchedulerOutput& out) const {
     LLMS_CHECK(need <= max_model_len_, "request {}: {} tokens > max_model_len {}", s.request_id,
                need, max_model_len_);
   }
-  int64_t held = 0;
-  for (const Request* r : running_) held += static_cast<int64_t>(r->block_table.size());
-  for (const Request* r : waiting_) held += static_cast<int64_t>(r->block_table.size());
-  LLMS_CHECK(held + kv_.num_free_blocks() == kv_.num_total_blocks(),
-             "blocks held by requests {} + free {} != total {}", held, kv_.num_free_blocks(),
-             kv_.num_total_blocks());
+  // Every block's reference count is the number of block tables holding it; free, cached and
+  // used blocks partition the pool (kv_cache/block_pool.h).
+  std::vector<const std::vector<int32_t>*> tables;
+  for (const Request* r : running_) tables.push_back(&r->block_table);
+  for (const Request* r : waiting_) tables.push_back(&r->block_table);
+  kv_.check_invariants(tables);
+  for (const Request* r : running_) {
+    LLMS_CHECK(r->num_hashed_blocks <= static_cast<int32_t>(r->block_table.size()) &&
+                   r->num_hashed_blocks * kv_.block_size() <= r->num_computed_tokens,
+               "request {}: {} hashed blocks, {} computed tokens", r->request_id,
+               r->num_hashed_blocks, r->num_computed_tokens);
+    for (int32_t i = 0; i < r->num_hashed_blocks; ++i) {
+      // An indexed block of a sequence holds exactly that sequence's tokens there.
+      const int32_t id = r->block_table[i];
+      if (kv_.pool().has_hash(id))
+        LLMS_CHECK(kv_.pool().hash(id) == r->block_hashes[i],
+                   "request {}: block {} is indexed by another hash", r->request_id, id);
+    }
+  }
 }
 
 }  // namespace llmserve

@@ -20,6 +20,9 @@
 // Preemption (recompute): when a running request finds no free block, the victim (the most
 // recently admitted; under the priority policy the lowest-priority, latest-arrived) frees
 // its blocks and returns to the head of the waiting queue with num_computed_tokens = 0.
+// Prefix caching: a request admitted with num_computed_tokens = 0 (new or preempted) first
+// takes its longest run of cached full blocks (kv_cache/kv_cache_manager.h) and starts
+// computing after them, at the latest at its last token.
 #pragma once
 
 #include <cstdint>
@@ -55,12 +58,19 @@ class Scheduler {
   int64_t num_preemptions_total() const { return num_preemptions_total_; }
   /// Requests preempted during the latest schedule() call.
   const std::vector<int64_t>& last_preempted() const { return last_preempted_; }
+  /// Prefix caching: tokens of the sequences admitted so far that were looked up (queries)
+  /// and found cached (hits), as vllm:prefix_cache_queries / _hits count them; and the hits
+  /// of the latest schedule() call.
+  int64_t prefix_cache_queries_total() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits_total() const { return prefix_cache_hits_; }
+  int32_t last_prefix_hit_tokens() const { return last_prefix_hit_tokens_; }
   const std::deque<Request*>& waiting() const { return waiting_; }
   const std::vector<Request*>& running() const { return running_; }
 
   /// The per-step invariants (CHECK-fail on violation): scheduled tokens <= budget, running
-  /// <= max_num_seqs, every scheduled block table covers computed + scheduled tokens, blocks
-  /// held by requests + free blocks == total blocks.
+  /// <= max_num_seqs, every scheduled block table covers computed + scheduled tokens, each
+  /// block's ref_count equals the block tables holding it, used + cached + free blocks ==
+  /// total, indexed blocks hold the hash they are indexed by.
   void check_invariants(const SchedulerOutput& out) const;
 
  private:
@@ -85,6 +95,9 @@ class Scheduler {
   std::deque<Request*> waiting_;
   std::vector<int64_t> last_preempted_;
   int64_t num_preemptions_total_ = 0;
+  std::vector<int32_t> hits_;  // scratch: a waiting request's prefix hit
+  int64_t prefix_cache_queries_ = 0, prefix_cache_hits_ = 0;
+  int32_t last_prefix_hit_tokens_ = 0;
 };
 
 }  // namespace llmserve

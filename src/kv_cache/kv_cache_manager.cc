@@ -1,24 +1,82 @@
 #include "kv_cache/kv_cache_manager.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 
 namespace llmserve {
 
-KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size)
-    : block_size_(block_size), pool_(num_blocks) {
+KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+    : block_size_(block_size), prefix_caching_(enable_prefix_caching), pool_(num_blocks) {
   LLMS_CHECK(block_size > 0, "block_size={}", block_size);
 }
 
-bool KVCacheManager::allocate_slots(std::vector<int32_t>& block_table, int64_t num_tokens) {
-  const int32_t needed = blocks_for_tokens(num_tokens) - static_cast<int32_t>(block_table.size());
+void KVCacheManager::find_cached_prefix(std::span<const BlockHash> hashes, int32_t max_blocks,
+                                        std::vector<int32_t>& hits) const {
+  if (!prefix_caching_) return;
+  const size_t n = std::min(hashes.size(), static_cast<size_t>(std::max(0, max_blocks)));
+  for (size_t i = 0; i < n; ++i) {
+    const auto id = pool_.lookup(hashes[i]);
+    if (!id) break;
+    hits.push_back(*id);
+  }
+}
+
+bool KVCacheManager::allocate_slots(std::vector<int32_t>& block_table, int64_t num_tokens,
+                                    std::span<const int32_t> hits) {
+  LLMS_CHECK(hits.empty() || block_table.empty(), "prefix hits for a non-empty block table");
+  const int32_t needed = blocks_for_tokens(num_tokens) -
+                         static_cast<int32_t>(block_table.size() + hits.size());
+  // A cached (unreferenced) hit stops being allocatable once taken.
+  int32_t cached_hits = 0;
+  for (int32_t id : hits) cached_hits += pool_.ref_count(id) == 0;
+  if (std::max(0, needed) > pool_.num_free_blocks() - cached_hits) return false;
+  for (int32_t id : hits) {
+    pool_.touch(id);
+    block_table.push_back(id);
+  }
   if (needed <= 0) return true;
-  return pool_.allocate(needed, block_table);
+  const bool ok = pool_.allocate(needed, block_table);
+  LLMS_CHECK(ok, "allocate_slots: {} blocks counted free but not allocatable", needed);
+  return true;
+}
+
+void KVCacheManager::cache_full_blocks(std::span<const BlockHash> hashes,
+                                       std::span<const int32_t> block_table, int32_t num_full,
+                                       int32_t* num_hashed) {
+  if (!prefix_caching_) return;
+  LLMS_CHECK(num_full <= static_cast<int32_t>(hashes.size()) &&
+                 num_full <= static_cast<int32_t>(block_table.size()),
+             "cache_full_blocks: {} full blocks, {} hashes, {} in the table", num_full,
+             hashes.size(), block_table.size());
+  for (int32_t i = *num_hashed; i < num_full; ++i) pool_.set_hash(block_table[i], hashes[i]);
+  *num_hashed = std::max(*num_hashed, num_full);
 }
 
 void KVCacheManager::free(std::vector<int32_t>& block_table) {
-  // Release in reverse so the most recently used blocks are reused first.
+  // Release in reverse: the tail of a sequence (least likely to be shared) is released first,
+  // so it is the older entry in the LRU list and evicted first.
   for (auto it = block_table.rbegin(); it != block_table.rend(); ++it) pool_.release(*it);
   block_table.clear();
+}
+
+void KVCacheManager::check_invariants(std::span<const std::vector<int32_t>* const> tables) const {
+  pool_.check_invariants();
+  std::vector<int32_t> refs(pool_.num_total_blocks(), 0);
+  for (const std::vector<int32_t>* t : tables)
+    for (int32_t id : *t) {
+      LLMS_CHECK(id >= 0 && id < pool_.num_total_blocks(), "block id {} out of range", id);
+      ++refs[id];
+    }
+  int32_t used = 0;
+  for (int32_t id = 0; id < pool_.num_total_blocks(); ++id) {
+    LLMS_CHECK(refs[id] == pool_.ref_count(id), "block {}: ref_count {} but {} block tables hold it",
+               id, pool_.ref_count(id), refs[id]);
+    used += refs[id] > 0;
+  }
+  LLMS_CHECK(used + pool_.num_free_blocks() == pool_.num_total_blocks(),
+             "used {} + free {} != total {}", used, pool_.num_free_blocks(),
+             pool_.num_total_blocks());
 }
 
 }  // namespace llmserve

@@ -1,43 +1,78 @@
 // KVCacheManager: maps sequences onto pool blocks. A sequence's block table lists the block
 // ids holding its tokens in order: token at position p lives in block_table[p / block_size]
 // at offset p % block_size. Blocks are taken only as tokens are appended (no up-front
-// reservation of max_model_len) and all return to the pool when the sequence is freed.
+// reservation of max_model_len) and return to the pool when the sequence is freed.
+//
+// Automatic prefix caching (vLLM V1; on unless disabled): a sequence's full blocks, once
+// computed, are indexed by their chained hashes (kv_cache/block_hash.h); a new sequence
+// starts from the longest run of indexed blocks matching its tokens (find_cached_prefix),
+// sharing them by reference count, and a block released by every sequence keeps its K/V as a
+// cached, evictable block (kv_cache/block_pool.h) until an allocation needs it.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "kv_cache/block_hash.h"
 #include "kv_cache/block_pool.h"
 
 namespace llmserve {
 
 class KVCacheManager {
  public:
-  KVCacheManager(int32_t num_blocks, int32_t block_size);
+  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching = false);
 
   int32_t block_size() const { return block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
   int32_t num_total_blocks() const { return pool_.num_total_blocks(); }
+  /// Blocks an allocation can take: free and cached (evictable) ones.
   int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
   int32_t num_used_blocks() const { return pool_.num_used_blocks(); }
-  /// Fraction of blocks in use, 0..1 (vllm:kv_cache_usage_perc).
+  /// Cached blocks: nobody holds them, they keep their K/V and hash until evicted.
+  int32_t num_cached_blocks() const { return pool_.num_cached_blocks(); }
+  /// Fraction of blocks held by sequences, 0..1 (vllm:kv_cache_usage_perc: cached blocks
+  /// count as free, as vLLM counts them).
   double usage() const {
     return static_cast<double>(num_used_blocks()) / num_total_blocks();
   }
+  const BlockPool& pool() const { return pool_; }
 
   /// Blocks needed to hold num_tokens tokens.
   int32_t blocks_for_tokens(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
   }
 
-  /// Grows `block_table` so it covers `num_tokens` tokens in total. Returns false, changing
-  /// nothing, when the pool lacks the blocks (the caller preempts or waits).
-  bool allocate_slots(std::vector<int32_t>& block_table, int64_t num_tokens);
+  /// Appends to `hits` the blocks of the longest run of indexed blocks matching `hashes` (the
+  /// sequence's full-block hashes, extend_block_hashes), at most `max_blocks` of them. Takes
+  /// no reference (allocate_slots does). Nothing when prefix caching is off.
+  void find_cached_prefix(std::span<const BlockHash> hashes, int32_t max_blocks,
+                          std::vector<int32_t>& hits) const;
 
-  /// Returns every block of `block_table` to the pool and clears it.
+  /// Grows `block_table` so it covers `num_tokens` tokens in total; with `hits` (only for an
+  /// empty table) those blocks, shared, come first and only the rest is allocated (a cached
+  /// hit leaves the LRU list, so it does not count as allocatable). Returns false, changing
+  /// nothing, when the pool lacks the blocks (the caller preempts or waits).
+  bool allocate_slots(std::vector<int32_t>& block_table, int64_t num_tokens,
+                      std::span<const int32_t> hits = {});
+
+  /// Indexes the blocks [*num_hashed, num_full) of `block_table`, which must be full and
+  /// computed, by `hashes` (at least num_full of them); *num_hashed becomes num_full. Blocks
+  /// whose hash already indexes another block stay unindexed. No-op when caching is off.
+  void cache_full_blocks(std::span<const BlockHash> hashes, std::span<const int32_t> block_table,
+                         int32_t num_full, int32_t* num_hashed);
+
+  /// Releases every block of `block_table` (in reverse, so a sequence's last blocks are the
+  /// first evicted) and clears it.
   void free(std::vector<int32_t>& block_table);
+
+  /// The pool's invariants and, over `tables` (every block table that holds blocks), that each
+  /// block's ref_count equals the number of tables holding it. CHECK-fails on violation.
+  void check_invariants(std::span<const std::vector<int32_t>* const> tables) const;
 
  private:
   int32_t block_size_;
+  bool prefix_caching_;
   BlockPool pool_;
 };
 

@@ -223,6 +223,20 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
   add_header("llmserve:kv_blocks_used", "gauge", "KV cache blocks in use.", &out);
   add_sample("llmserve:kv_blocks_used", labels,
              static_cast<double>(stats.num_total_blocks - stats.num_free_blocks), &out);
+  add_header("llmserve:kv_blocks_cached", "gauge",
+             "KV cache blocks held by no request but keeping their prefix-cached K/V (counted "
+             "free in vllm:kv_cache_usage_perc; evicted least recently used first).",
+             &out);
+  add_sample("llmserve:kv_blocks_cached", labels, static_cast<double>(stats.num_cached_blocks),
+             &out);
+  add_header("vllm:prefix_cache_queries_total", "counter",
+             "Prefix cache queries, in terms of number of queried tokens.", &out);
+  add_sample("vllm:prefix_cache_queries_total", labels,
+             static_cast<double>(stats.prefix_cache_queries_total), &out);
+  add_header("vllm:prefix_cache_hits_total", "counter",
+             "Prefix cache hits, in terms of number of cached tokens.", &out);
+  add_sample("vllm:prefix_cache_hits_total", labels,
+             static_cast<double>(stats.prefix_cache_hits_total), &out);
   add_header("llmserve:engine_steps_total", "counter", "Engine steps (forward passes) run.",
              &out);
   add_sample("llmserve:engine_steps_total", labels, static_cast<double>(stats.num_steps), &out);

@@ -180,6 +180,10 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                      "vocabulary [0, {})",
                                      prompt_ids[i], i, vocab),
                          prompt_param);
+  if (options.cache_salt && !e.config().cache.enable_prefix_caching)
+    return bad_request("'cache_salt' has no effect: this server runs with "
+                       "--no-enable-prefix-caching, so no KV block is ever shared",
+                       "cache_salt");
   if (options.priority != 0 && e.config().scheduler.policy != SchedulingPolicy::kPriority)
     return bad_request(fmt::format("'priority' = {} has no effect: this server schedules first "
                                    "come, first served (start it with --scheduling-policy "
@@ -291,6 +295,8 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
     return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
+  gen.request.cache_salt = parsed.options.cache_salt.value_or("");
+  gen.request.use_prefix_cache = parsed.options.cache_prompt;
   if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "prompt",
                                &gen.request.params))
     return set_error_response(*err, res);
@@ -336,6 +342,8 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
     return set_error_response(*err, res);
   gen.request.params = std::move(parsed.options.params);
   gen.request.priority = parsed.options.priority;
+  gen.request.cache_salt = parsed.options.cache_salt.value_or("");
+  gen.request.use_prefix_cache = parsed.options.cache_prompt;
   if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "messages",
                                &gen.request.params))
     return set_error_response(*err, res);
@@ -440,6 +448,7 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
         logprobs.add(out->new_token_ids[k], out->logprobs[k]);
       tokens = std::max(tokens, out->num_output_tokens);
       if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
+      if (i == 0) usage.cached_tokens = std::max(usage.cached_tokens, out->num_cached_tokens);
       if (out->finished) finish_reason = out->finish_reason;
       if (out->finished && finish_reason == FinishReason::kNone)
         finish_reason = FinishReason::kAbort;
@@ -522,6 +531,7 @@ bool StreamState::pump(httplib::DataSink& sink) {
         for (size_t k = 0; k < out->logprobs.size() && k < out->new_token_ids.size(); ++k)
           logprobs[i].add(out->new_token_ids[k], out->logprobs[k]);
       if (out->num_prompt_tokens > 0) usage.prompt_tokens = out->num_prompt_tokens;
+      if (i == 0) usage.cached_tokens = std::max(usage.cached_tokens, out->num_cached_tokens);
       if (out->finished || !out->new_text.empty()) {
         FinishReason reason = FinishReason::kNone;
         if (out->finished)

@@ -260,6 +260,11 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   }
   if (auto err = read_string(body, "user", &out->user)) return err;
   if (auto err = read_string(body, "safety_identifier", &out->safety_identifier)) return err;
+  if (auto err = read_string(body, "cache_salt", &out->cache_salt)) return err;
+  if (out->cache_salt && out->cache_salt->empty())
+    return bad_request("'cache_salt' must be a non-empty string", "cache_salt");
+  if (auto err = read_string(body, "prompt_cache_key", &out->prompt_cache_key)) return err;
+  if (auto err = read_bool(body, "cache_prompt", &out->cache_prompt)) return err;
   if (auto err = read_logit_bias(body, &p)) return err;
   if (const json* ids = find_field(body, "allowed_token_ids")) {
     if (!ids->is_array())

@@ -71,6 +71,13 @@ struct GenerationOptions {
   /// to the request's access-log line.
   std::optional<std::string> user;
   std::optional<std::string> safety_identifier;
+  /// vLLM's cache_salt (a non-empty string): requests with different salts never share a
+  /// prefix-cached KV block. OpenAI's prompt_cache_key: accepted (the cache here is automatic
+  /// and shared whatever the key). llama.cpp's cache_prompt: false computes the whole prompt
+  /// (no prefix-cache lookup).
+  std::optional<std::string> cache_salt;
+  std::optional<std::string> prompt_cache_key;
+  bool cache_prompt = true;
   /// stream_options.continuous_usage_stats (vLLM): running usage in every chunk; only with
   /// include_usage.
   bool continuous_usage_stats = false;

@@ -28,8 +28,6 @@ constexpr std::string_view kNoStructured =
 constexpr std::string_view kNoToolCalls =
     "tool calling is not implemented yet (no tool_calls would come back); send tool_choice "
     "\"none\" to pass the tools to the chat template only";
-constexpr std::string_view kNoPrefixCache =
-    "prefix caching is not implemented yet, so there is no cache to salt or key";
 
 // One row per field. Keep docs/api.md's Parameters table in step (tests/server check it).
 constexpr RequestField kFields[] = {
@@ -124,9 +122,9 @@ constexpr RequestField kFields[] = {
     {"grammar", C | Ch, "llama.cpp", kRefused, "", kNoStructured},
     {"json_schema", C | Ch, "llama.cpp", kRefused, "", kNoStructured},
     // --- caching, identity, bookkeeping -----------------------------------------------------
-    {"cache_salt", C | Ch, "vLLM", kRefused, "", kNoPrefixCache},
-    {"prompt_cache_key", C | Ch, "OpenAI", kRefused, "", kNoPrefixCache},
-    {"cache_prompt", C | Ch, "llama.cpp", kRefused, "false", kNoPrefixCache},
+    {"cache_salt", C | Ch, "vLLM", kHonoured, "", ""},
+    {"prompt_cache_key", C | Ch, "OpenAI", kHonoured, "", ""},
+    {"cache_prompt", C | Ch, "llama.cpp", kHonoured, "", ""},
     {"user", C | Ch, "OpenAI", kHonoured, "", ""},
     {"safety_identifier", C | Ch, "OpenAI", kHonoured, "", ""},
     {"request_id", C | Ch, "vLLM", kRefused, "",

@@ -31,6 +31,9 @@ struct ResponseMeta {
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  /// Prompt tokens served from the prefix cache (the first sample's, for n > 1):
+  /// usage.prompt_tokens_details.cached_tokens, OpenAI's field.
+  int32_t cached_tokens = 0;
 };
 
 /// The response id: "cmpl-" (completion) or "chatcmpl-" (chat) + `request_id` (the HTTP

@@ -6,6 +6,10 @@
 // logprobs and top logprobs. Greedy and seeded temperature-1 sampling; the model's own KV
 // dtype and 16-bit KV caches; the real stories260K model, synthetic models (GQA, tied
 // embeddings as lm_head with row-major weights, MLA) and llama-quantize's quantized files.
+// The crowd runs twice: with prefix caching off (the chunk and preemption shapes above), and
+// on, where a fifth of the others share a prefix of 1-4 blocks with the target, so it starts
+// from cached blocks and its recompute after preemption hits its own: a cache hit must not
+// change a single bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,6 +52,8 @@ struct Result {
   int32_t prompt_steps = 0;  // steps that (re)computed known tokens (prompt chunks, recompute)
   int32_t min_chunk = 1 << 30;  // fewest known tokens computed in one of those steps
   int32_t preemptions = 0;
+  int32_t cached_tokens = 0;     // the target's prefix hit at first admission
+  int64_t cache_hits_total = 0;  // engine-wide prefix cache hits (tokens)
 };
 
 constexpr int64_t kTarget = 1000;
@@ -102,6 +108,7 @@ Result run(LLMEngine& engine, F before_step) {
       r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       r.logprobs.insert(r.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
       r.preemptions = o.num_preemptions;
+      r.cached_tokens = o.num_cached_tokens;
     }
     for (const StepRecord::Entry& e : engine.last_step().scheduled) {
       if (e.request_id == kTarget && e.is_prefill) {
@@ -113,6 +120,7 @@ Result run(LLMEngine& engine, F before_step) {
   EXPECT_FALSE(engine.has_unfinished_requests()) << "engine does not converge";
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.num_free_blocks, s.num_total_blocks);
+  r.cache_hits_total = s.prefix_cache_hits_total;
   return r;
 }
 
@@ -128,13 +136,17 @@ Result run_alone(const ModelCase& m, Mode mode, std::optional<DType> kv_dtype) {
   return run(**engine, [](int32_t) {});
 }
 
-Result run_in_crowd(const ModelCase& m, Mode mode, std::optional<DType> kv_dtype) {
+Result run_in_crowd(const ModelCase& m, Mode mode, std::optional<DType> kv_dtype,
+                    bool prefix_caching) {
   EngineConfig c = base_config(m, kv_dtype);
+  c.cache.enable_prefix_caching = prefix_caching;
   // A 40-token budget shared with up to ~40 decodes chunks the 150-token prompt at odd
   // places (one chunk is a single token: the decode shape); 25 blocks (400 tokens) for ~100
   // requests preempt the target, whose prompt and first tokens are then recomputed.
   c.scheduler.max_num_batched_tokens = 40;
   c.cache.num_kv_blocks = 25;
+  // Shared prefixes need fewer blocks: a smaller pool still preempts the target.
+  if (prefix_caching) c.cache.num_kv_blocks = 18;
   auto engine = LLMEngine::create(c);
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   if (!engine.ok()) return {};
@@ -144,6 +156,11 @@ Result run_in_crowd(const ModelCase& m, Mode mode, std::optional<DType> kv_dtype
   for (int i = 0; i < 100; ++i) {
     EngineRequest r;
     r.prompt_token_ids = random_prompt(rng, 5 + static_cast<int32_t>(rng() % 120));
+    if (prefix_caching && i % 5 == 0) {  // the target's first 1..4 blocks, then its own tokens
+      const auto target = target_request(mode).prompt_token_ids;
+      const size_t shared = 16 * (1 + (i / 5) % 4);
+      r.prompt_token_ids.insert(r.prompt_token_ids.begin(), target.begin(), target.begin() + shared);
+    }
     r.params.max_tokens = 5 + static_cast<int32_t>(rng() % 36);
     r.params.ignore_eos = true;
     r.params.logprobs = static_cast<int32_t>(rng() % 3) - 1;  // -1 (off), 0 or 1
@@ -171,13 +188,21 @@ Result run_in_crowd(const ModelCase& m, Mode mode, std::optional<DType> kv_dtype
   });
 }
 
-void expect_bitwise_equal(const Result& alone, const Result& crowd, const std::string& what) {
+void expect_bitwise_equal(const Result& alone, const Result& crowd, bool prefix_caching,
+                          const std::string& what) {
   ASSERT_EQ(alone.tokens.size(), 40u) << what;
   EXPECT_EQ(alone.prompt_steps, 1) << what;
-  // The crowd run must exercise what it is meant to: chunks, a 1-token chunk, recompute.
-  EXPECT_GE(crowd.prompt_steps, 3) << what << ": the prompt was not chunked";
-  EXPECT_EQ(crowd.min_chunk, 1) << what << ": no single-token chunk";
+  // The crowd run must exercise what it is meant to: chunks, a 1-token chunk, recompute; with
+  // caching, a prefix hit for the target and hits in the crowd.
   EXPECT_GE(crowd.preemptions, 1) << what << ": the target was never preempted";
+  if (prefix_caching) {
+    EXPECT_GE(crowd.cached_tokens, 16) << what << ": the target's prompt never hit the cache";
+    EXPECT_GT(crowd.cache_hits_total, crowd.cached_tokens) << what;
+  } else {
+    EXPECT_GE(crowd.prompt_steps, 3) << what << ": the prompt was not chunked";
+    EXPECT_EQ(crowd.min_chunk, 1) << what << ": no single-token chunk";
+    EXPECT_EQ(crowd.cache_hits_total, 0) << what;
+  }
   EXPECT_EQ(crowd.tokens, alone.tokens) << what;
   ASSERT_EQ(crowd.logprobs.size(), alone.logprobs.size()) << what;
   for (size_t i = 0; i < alone.logprobs.size(); ++i) {
@@ -208,9 +233,13 @@ TEST_P(BatchInvariance, SameBitsAloneAndAmongHundredOthers) {
       continue;
     }
     const Result alone = run_alone(m, GetParam().mode, GetParam().kv_dtype);
-    const Result crowd = run_in_crowd(m, GetParam().mode, GetParam().kv_dtype);
-    expect_bitwise_equal(alone, crowd, std::string(m.name) + " " + GetParam().label);
-    if (::testing::Test::HasFailure()) return;
+    for (bool caching : {false, true}) {
+      const Result crowd = run_in_crowd(m, GetParam().mode, GetParam().kv_dtype, caching);
+      expect_bitwise_equal(alone, crowd, caching,
+                           std::string(m.name) + " " + GetParam().label +
+                               (caching ? " prefix caching" : ""));
+      if (::testing::Test::HasFailure()) return;
+    }
   }
 }
 

@@ -61,7 +61,8 @@ TEST(HttpApi, CompletionStringPrompt) {
   EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(body["usage"], json({{"prompt_tokens", 6}, {"completion_tokens", 5},
-                                 {"total_tokens", 11}}));
+                                 {"total_tokens", 11},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   // The engine got the BOS-prefixed tokens and an arrival time taken by the HTTP thread.
   const EngineRequest got = ts.fake().last_request();
   EXPECT_EQ(got.prompt_token_ids, ids);
@@ -205,7 +206,8 @@ TEST(HttpApi, NChoicesWithIndexesSummedUsageAndPerSampleSeeds) {
   }
   // The prompt is counted once, the completions of all samples summed (as vLLM does).
   EXPECT_EQ(body["usage"], json({{"prompt_tokens", ids.size()}, {"completion_tokens", 15},
-                                 {"total_tokens", ids.size() + 15}}));
+                                 {"total_tokens", ids.size() + 15},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   EXPECT_EQ(ts.fake().num_added(), before + 3);
   EXPECT_EQ(ts.fake().last_request().params.seed, 102u);  // sample i: seed + i
 

@@ -51,7 +51,8 @@ TEST(Streaming, IncludeUsageAddsAFinalUsageChunk) {
   const json& last = s.chunks.back();
   EXPECT_TRUE(last["choices"].empty()) << last.dump();
   EXPECT_EQ(last["usage"], json({{"prompt_tokens", 3}, {"completion_tokens", 4},
-                                 {"total_tokens", 7}}));
+                                 {"total_tokens", 7},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   std::string text;
   for (size_t i = 0; i + 1 < s.chunks.size(); ++i) {
     EXPECT_TRUE(s.chunks[i].contains("usage") && s.chunks[i]["usage"].is_null())

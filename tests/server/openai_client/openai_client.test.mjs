@@ -80,6 +80,16 @@ function checkUsage(usage, { promptTokens, maxTokens, finish, n = 1 }) {
     `completion_tokens ${usage.completion_tokens} outside [${n}, ${n * maxTokens}]`);
   if (finish === 'length' && n === 1) assert.equal(usage.completion_tokens, maxTokens);
   assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
+  // OpenAI's prompt_tokens_details.cached_tokens: whole 16-token KV blocks from the prefix
+  // cache, never the last prompt token.
+  const cached = usage.prompt_tokens_details.cached_tokens;
+  assert.ok(Number.isInteger(cached) && cached % 16 === 0 && cached < usage.prompt_tokens,
+    `cached_tokens ${cached}`);
+}
+
+/** Usage without prompt_tokens_details (a repeated prompt hits the prefix cache). */
+function totals({ prompt_tokens, completion_tokens, total_tokens }) {
+  return { prompt_tokens, completion_tokens, total_tokens };
 }
 
 test('models.list() returns the one served model', async () => {
@@ -115,7 +125,8 @@ test('completions: non-streaming and streaming greedy agree, usage matches /toke
   const text = chunks.filter((c) => c.choices.length).map((c) => c.choices[0].text).join('');
   assert.equal(text, choice.text, 'streamed greedy text differs from the non-streamed one');
   assert.equal(finish, choice.finish_reason);
-  assert.deepEqual(usage, full.usage);
+  assert.deepEqual(totals(usage), totals(full.usage));
+  checkUsage(usage, { promptTokens, maxTokens, finish });
   assert.equal(new Set(chunks.map((c) => c.id)).size, 1, 'one id for the whole stream');
 });
 
@@ -145,7 +156,11 @@ test('chat.completions: non-streaming and streaming greedy agree, role chunk fir
     .map((c) => c.choices[0].delta.content ?? '').join('');
   assert.equal(content, choice.message.content);
   assert.equal(finish, choice.finish_reason);
-  assert.deepEqual(usage, full.usage);
+  assert.deepEqual(totals(usage), totals(full.usage));
+  // The same conversation again: all its whole blocks but the last token's come from the
+  // cache, and the reply is the same (a cache hit changes no bit).
+  checkUsage(usage, { promptTokens, maxTokens, finish });
+  assert.equal(usage.prompt_tokens_details.cached_tokens, Math.floor((promptTokens - 1) / 16) * 16);
 });
 
 test('n: 2 with a seed gives two indexed choices, reproducibly', async () => {
