@@ -330,14 +330,7 @@ std::vector<RequestOutput> EngineCore::step() {
     const ScheduledSequence& s = sched.seqs[si];
     Request& req = *requests_.at(s.request_id);
     req.num_computed_tokens += s.num_scheduled_tokens;
-    // Blocks this step filled are now computed: index them for later requests (never a
-    // half-written one: only blocks wholly below num_computed_tokens).
-    if (kv_->prefix_caching()) {
-      const int32_t full = req.num_computed_tokens / kv_->block_size();
-      extend_block_hashes(std::span<const int32_t>(req.token_ids).first(full * kv_->block_size()),
-                          kv_->block_size(), req.cache_salt, req.block_hashes);
-      kv_->cache_full_blocks(req.block_hashes, req.block_table, full, &req.num_hashed_blocks);
-    }
+    scheduler_->cache_computed_blocks(&req);
     if (req.num_output_tokens() == 0) counters_.prompt_tokens_total += s.num_scheduled_tokens;
     if (logits.logits_row_start[si] < 0) continue;  // partial prefill chunk
     int32_t last_row = logits.logits_row_start[si];

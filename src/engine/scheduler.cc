@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <span>
 #include <tuple>
 
 #include "common/check.h"
@@ -183,6 +184,15 @@ SchedulerOutput Scheduler::schedule(double now) {
   }
   if (config_.check_invariants) check_invariants(out);
   return out;
+}
+
+void Scheduler::cache_computed_blocks(Request* req) {
+  if (!kv_.prefix_caching()) return;
+  const int32_t bs = kv_.block_size();
+  const int32_t full = req->num_computed_tokens / bs;
+  extend_block_hashes(std::span<const int32_t>(req->token_ids).first(full * bs), bs,
+                      req->cache_salt, req->block_hashes);
+  kv_.cache_full_blocks(req->block_hashes, req->block_table, full, &req->num_hashed_blocks);
 }
 
 void Scheduler::finish_request(Request* req, FinishReason reason) {

@@ -49,6 +49,10 @@ class Scheduler {
   /// it stays valid until the next call that changes a request.
   SchedulerOutput schedule(double now);
 
+  /// After a step advanced req->num_computed_tokens: indexes the blocks it filled for later
+  /// requests (prefix caching; never a half-written block: only blocks wholly computed).
+  void cache_computed_blocks(Request* req);
+
   /// Removes a request from the queues, frees its blocks, marks it finished with `reason`.
   void finish_request(Request* req, FinishReason reason);
 

@@ -309,6 +309,65 @@ TEST_P(RealEngineHttp, MetricsCountEveryRequestAndToken) {
   EXPECT_LE(kv_util, 1.0);
 }
 
+TEST_P(RealEngineHttp, PrefixCacheHitsShowInUsageAndMetricsAndChangeNothing) {
+  // The same ~40-token prompt three times, then once with a cache_salt and once with llama.cpp's
+  // cache_prompt false: the reply is the same greedy text every time; usage's
+  // prompt_tokens_details.cached_tokens counts the whole blocks reused (never the last token),
+  // and the metrics count queries and hits in tokens.
+  TestServer ts(stories_engine(GetParam()), port0());
+  const std::string prompt =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+      "park with her friends.";
+  auto ask = [&](json extra) {
+    json body = {{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}};
+    body.update(extra);
+    auto r = ts.post("/v1/completions", body);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    return r ? json::parse(r->body) : json::object();
+  };
+  const json first = ask(json::object());
+  const int p = first["usage"]["prompt_tokens"].get<int>();
+  ASSERT_GT(p, 32);
+  const int whole = (p - 1) / 16 * 16;
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const json second = ask(json::object());
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], whole);
+  const json salted = ask({{"cache_salt", "tenant-a"}});
+  EXPECT_EQ(salted["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const json uncached = ask({{"cache_prompt", false}});
+  EXPECT_EQ(uncached["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  for (const json* r : {&second, &salted, &uncached})
+    EXPECT_EQ((*r)["choices"][0]["text"], first["choices"][0]["text"]);
+  auto m = ts.get("/metrics");
+  ASSERT_TRUE(m);
+  const PrometheusPage page = parse_prometheus_text(m->body);
+  const std::string l = "{model_name=\"" + ts.server().served_model_name() + "\"}";
+  EXPECT_EQ(page.value("vllm:prefix_cache_queries_total" + l), 3 * p);  // cache_prompt false: none
+  EXPECT_EQ(page.value("vllm:prefix_cache_hits_total" + l), whole);
+  EXPECT_GT(page.value("llmserve:kv_blocks_cached" + l), 0);
+  EXPECT_EQ(page.value("vllm:kv_cache_usage_perc" + l), 0);  // cached blocks count as free
+  EXPECT_EQ(page.value("llmserve:kv_blocks_used" + l), 0);
+}
+
+TEST_P(RealEngineHttp, CacheSaltWithoutPrefixCachingIs400) {
+  EngineConfig c;
+  c.model_path = GetParam() ? stories_gguf() : stories_bin();
+  if (!GetParam()) c.tokenizer_path = stories_tokenizer();
+  c.scheduler.max_model_len = 512;
+  c.cache.enable_prefix_caching = false;
+  auto e = LLMEngine::create(c);
+  ASSERT_TRUE(e.ok());
+  TestServer ts(std::move(*e), port0());
+  auto r = ts.post("/v1/completions", {{"prompt", "Lily"}, {"max_tokens", 2}, {"cache_salt", "a"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "cache_salt") << r->body;
+  r = ts.post("/v1/completions", {{"prompt", "Lily"}, {"max_tokens", 2}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
 // Stop strings on real tokens: a stop string made of the 2 characters before and the 2 after
 // a token boundary of the greedy continuation T (boundaries from the logprobs' text_offset)
 // cuts T before its first occurrence, streamed or not, for every choice of n = 2 and with
