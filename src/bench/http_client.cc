@@ -182,8 +182,10 @@ bool handle_event(const std::string& data, RequestRecord& rec, bool& done) {
   }
   if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
     const json& c = j["choices"][0];
-    if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty())
+    if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty()) {
       rec.token_times.push_back(t);
+      rec.output_text += c["text"].get<std::string>();
+    }
   }
   if (j.contains("usage") && j["usage"].is_object()) {
     const json& u = j["usage"];
@@ -191,6 +193,12 @@ bool handle_event(const std::string& data, RequestRecord& rec, bool& done) {
       rec.output_tokens = u["completion_tokens"].get<int32_t>();
     if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer())
       rec.prompt_len = u["prompt_tokens"].get<int32_t>();
+    // OpenAI's prefix-cache figure (llmserve; vLLM with --enable-prompt-tokens-details).
+    auto d = u.find("prompt_tokens_details");
+    if (d != u.end() && d->is_object()) {
+      auto c = d->find("cached_tokens");
+      if (c != d->end() && c->is_number_integer()) rec.cached_tokens = c->get<int32_t>();
+    }
   }
   return true;
 }
@@ -205,6 +213,7 @@ void send_one(const Endpoint& ep, const BenchRequest& b, const ServeOptions& o,
   req.path = ep.path;
   req.set_header("Content-Type", "application/json");
   req.body = request_body(b, o, model).dump();
+  if (b.prompt_token_ids.empty()) rec.prompt_text = b.prompt_text;
   SseParser parser;
   std::string raw;  // first bytes, for error messages
   bool done = false, stream_ok = true;
@@ -296,6 +305,15 @@ class MetricsPoller {
 
 Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
                                   const ServeOptions& options) {
+  LLMS_RETURN_IF_ERROR(check_follow_ups(requests));
+  std::vector<int64_t> follow_up(requests.size(), -1);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].follows < 0) continue;
+    if (!requests[i].prompt_token_ids.empty())
+      return InvalidArgument("request {}: a follow-up turn must be text over HTTP (the reply "
+                             "comes back as text)", i);
+    follow_up[static_cast<size_t>(requests[i].follows)] = static_cast<int64_t>(i);
+  }
   LLMS_ASSIGN_OR_RETURN(Endpoint ep, parse_completions_url(options.url));
   LLMS_ASSIGN_OR_RETURN(const std::string model, probe_server(ep, options));
   RunResult result;
@@ -305,23 +323,50 @@ Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
   Slots slots(options.max_concurrency);
   std::mutex progress_mu;
   int64_t done = 0;
-  std::vector<std::thread> threads;
-  MetricsPoller metrics(ep, options, model, now_seconds());  // the "before" scrape first
-  result.start_time = now_seconds();
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const double wait = result.start_time + requests[i].arrival_offset_s - now_seconds();
-    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-    slots.acquire();
+  auto count_done = [&] {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ++done;
+    if (options.progress) options.progress(done, static_cast<int64_t>(requests.size()));
+  };
+  auto init_record = [&](size_t i) {
     RequestRecord& rec = result.requests[i];
     rec.id = static_cast<int64_t>(i);
     rec.prompt_len = requests[i].prompt_len;
     rec.target_output_len = requests[i].output_len;
+    rec.conversation = requests[i].conversation;
+    rec.turn = requests[i].turn;
+  };
+  std::vector<std::thread> threads;
+  MetricsPoller metrics(ep, options, model, now_seconds());  // the "before" scrape first
+  result.start_time = now_seconds();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].follows >= 0) continue;  // sent by the thread of its previous turn
+    const double wait = result.start_time + requests[i].arrival_offset_s - now_seconds();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    slots.acquire();  // a conversation keeps its slot from its first turn to its last
+    init_record(i);
     threads.emplace_back([&, i] {
       send_one(ep, requests[i], options, model, result.requests[i]);
+      count_done();
+      for (int64_t k = follow_up[i], prev = static_cast<int64_t>(i); k >= 0;
+           prev = k, k = follow_up[static_cast<size_t>(k)]) {
+        const size_t ki = static_cast<size_t>(k);
+        const RequestRecord& before = result.requests[static_cast<size_t>(prev)];
+        init_record(ki);
+        RequestRecord& rec = result.requests[ki];
+        if (!before.success) {
+          rec.error = "not sent: the previous turn of its conversation failed";
+          count_done();
+          continue;
+        }
+        // The conversation so far (the previous prompt and its reply), then the new turn.
+        BenchRequest turn = requests[ki];
+        turn.prompt_text = before.prompt_text + before.output_text + requests[ki].prompt_text;
+        rec.prompt_text = turn.prompt_text;
+        send_one(ep, turn, options, model, rec);
+        count_done();
+      }
       slots.release();
-      std::lock_guard<std::mutex> lock(progress_mu);
-      ++done;
-      if (options.progress) options.progress(done, static_cast<int64_t>(requests.size()));
     });
   }
   for (std::thread& t : threads) t.join();

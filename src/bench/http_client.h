@@ -47,10 +47,17 @@ Expected<std::string> probe_server(const Endpoint& endpoint, const ServeOptions&
 /// Sends every request at its arrival offset (prompt as token ids when known, else as text;
 /// max_tokens = output_len, ignore_eos, stream with include_usage). TTFT = first chunk with
 /// text; token_times = the times of chunks with text; output tokens from the usage chunk (else
-/// the requested output_len, as vLLM does). Failed requests (HTTP error, no text, broken stream)
-/// are recorded with success = false and their error. The engine rows come from GET /metrics
-/// scraped before, during and after the run (RunResult::server_engine; see server_metrics.h).
-/// Errors: probe_server's (nothing is sent to a server that is not there).
+/// the requested output_len, as vLLM does), cached_tokens from its
+/// prompt_tokens_details.cached_tokens when present. Failed requests (HTTP error, no text,
+/// broken stream) are recorded with success = false and their error. A follow-up turn
+/// (BenchRequest::follows, text only) is sent by its conversation's thread as soon as the
+/// previous reply has finished, with prompt = previous prompt text + reply text + its own
+/// prompt_text; after a failed turn the rest of the conversation is recorded as failed, not
+/// sent. max_concurrency counts conversations (each keeps its slot from first turn to last).
+/// The engine rows come from GET /metrics scraped before, during and after the run
+/// (RunResult::server_engine; see server_metrics.h).
+/// Errors: InvalidArgument for a follow-up with token ids or a bad follows index (before
+/// anything is sent); probe_server's (nothing is sent to a server that is not there).
 Expected<RunResult> run_over_http(const std::vector<BenchRequest>& requests,
                                   const ServeOptions& options);
 

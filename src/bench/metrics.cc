@@ -106,7 +106,54 @@ void add_engine_metrics(const RunResult& run, BenchMetrics& m) {
   m.kv_utilization_peak = util.empty() ? 0.0 : *std::max_element(util.begin(), util.end());
   m.peak_running = peak_running;
   m.num_steps = static_cast<int64_t>(run.steps.size());
+  int32_t peak_cached = 0;
+  for (const StepRecord& s : run.steps) peak_cached = std::max(peak_cached, s.num_cached_blocks);
+  m.peak_cached_blocks = peak_cached;
+  m.prefix_cache_queries = run.prefix_cache_queries;
+  m.prefix_cache_hits = run.prefix_cache_hits;
   add_step_limits(run, m);
+}
+
+/// Hit rate and the usage-reported cached tokens (after the counters are filled in).
+void add_prefix_cache(const RunResult& run, BenchMetrics& m) {
+  if (m.prefix_cache_queries && m.prefix_cache_hits)
+    m.prefix_cache_hit_rate =
+        *m.prefix_cache_queries > 0
+            ? static_cast<double>(*m.prefix_cache_hits) / static_cast<double>(*m.prefix_cache_queries)
+            : 0.0;
+  for (const RequestRecord& r : run.requests) {
+    if (!r.success || r.cached_tokens < 0) continue;
+    m.cached_prompt_tokens = m.cached_prompt_tokens.value_or(0) + r.cached_tokens;
+  }
+}
+
+/// Per-turn figures of a multi-turn run (requests with turn >= 0).
+std::vector<TurnMetrics> turn_metrics(const RunResult& run) {
+  int32_t num_turns = 0;
+  for (const RequestRecord& r : run.requests) num_turns = std::max(num_turns, r.turn + 1);
+  std::vector<TurnMetrics> turns(static_cast<size_t>(num_turns));
+  std::vector<std::vector<double>> ttft(turns.size());
+  std::vector<int64_t> num_cached(turns.size(), 0);
+  std::vector<double> sum_cached(turns.size(), 0.0);
+  for (const RequestRecord& r : run.requests) {
+    if (r.turn < 0 || !r.success) continue;
+    const size_t t = static_cast<size_t>(r.turn);
+    ++turns[t].completed;
+    turns[t].mean_prompt_tokens += r.prompt_len;
+    ttft[t].push_back(ttft_s(r) * 1e3);
+    if (r.cached_tokens >= 0) {
+      ++num_cached[t];
+      sum_cached[t] += r.cached_tokens;
+    }
+  }
+  for (size_t t = 0; t < turns.size(); ++t) {
+    TurnMetrics& tm = turns[t];
+    tm.turn = static_cast<int32_t>(t) + 1;
+    if (tm.completed > 0) tm.mean_prompt_tokens /= static_cast<double>(tm.completed);
+    if (num_cached[t] > 0) tm.mean_cached_tokens = sum_cached[t] / static_cast<double>(num_cached[t]);
+    tm.ttft_ms = summarize(ttft[t]);
+  }
+  return turns;
 }
 
 }  // namespace
@@ -143,7 +190,12 @@ BenchMetrics compute_metrics(const RunResult& run) {
     m.peak_running = s.peak_running;
     m.kv_utilization_mean = s.kv_utilization_mean;
     m.kv_utilization_peak = s.kv_utilization_peak;
+    m.prefix_cache_queries = s.prefix_cache_queries;
+    m.prefix_cache_hits = s.prefix_cache_hits;
+    m.peak_cached_blocks = s.peak_cached_blocks;
   }
+  add_prefix_cache(run, m);
+  m.turns = turn_metrics(run);
   return m;
 }
 
@@ -156,6 +208,18 @@ nlohmann::json dist_json(const Distribution& d) {
 template <typename T>
 nlohmann::json opt_json(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json turns_json(const std::vector<TurnMetrics>& turns) {
+  if (turns.empty()) return nullptr;
+  nlohmann::json list = nlohmann::json::array();
+  for (const TurnMetrics& t : turns)
+    list.push_back({{"turn", t.turn},
+                    {"completed", t.completed},
+                    {"mean_prompt_tokens", t.mean_prompt_tokens},
+                    {"mean_cached_tokens", opt_json(t.mean_cached_tokens)},
+                    {"ttft_ms", dist_json(t.ttft_ms)}});
+  return list;
 }
 
 nlohmann::json limits_json(const std::optional<StepLimits>& l) {
@@ -189,7 +253,13 @@ nlohmann::json metrics_to_json(const BenchMetrics& m) {
           {"contiguous_utilization_mean", opt_json(m.contiguous_utilization_mean)},
           {"prefill_steps", limits_json(m.prefill_steps)},
           {"decode_steps", limits_json(m.decode_steps)},
-          {"num_steps", opt_json(m.num_steps)}};
+          {"num_steps", opt_json(m.num_steps)},
+          {"prefix_cache_queries", opt_json(m.prefix_cache_queries)},
+          {"prefix_cache_hits", opt_json(m.prefix_cache_hits)},
+          {"prefix_cache_hit_rate", opt_json(m.prefix_cache_hit_rate)},
+          {"cached_prompt_tokens", opt_json(m.cached_prompt_tokens)},
+          {"peak_cached_blocks", opt_json(m.peak_cached_blocks)},
+          {"turns", turns_json(m.turns)}};
 }
 
 namespace {
@@ -243,6 +313,23 @@ std::string format_metrics_table(const BenchMetrics& m, const std::string& title
   row(out, "Mean KV utilization:", pct(m.kv_utilization_mean));
   row(out, "Peak KV utilization:", pct(m.kv_utilization_peak));
   row(out, "Contiguous-reservation util.:", pct(m.contiguous_utilization_mean));
+  section(out, "Prefix Cache");
+  row(out, "Prefix cache hit rate:", pct(m.prefix_cache_hit_rate));
+  row(out, "Prefix cache hits (tokens):", opt_str(m.prefix_cache_hits));
+  row(out, "Prefix cache queries (tokens):", opt_str(m.prefix_cache_queries));
+  row(out, "Cached prompt tokens (usage):", opt_str(m.cached_prompt_tokens));
+  row(out, "Peak cached KV blocks:", opt_str(m.peak_cached_blocks));
+  if (!m.turns.empty()) {
+    section(out, "Multi-turn (per turn)");
+    for (const TurnMetrics& t : m.turns) {
+      row(out, fmt::format("Turn {} requests:", t.turn), fmt::format("{}", t.completed));
+      row(out, fmt::format("Turn {} mean prompt / cached tokens:", t.turn),
+          fmt::format("{:.1f} / {}", t.mean_prompt_tokens,
+                      t.mean_cached_tokens ? fmt::format("{:.1f}", *t.mean_cached_tokens) : "n/a"));
+      row(out, fmt::format("Turn {} TTFT mean / median / P99 (ms):", t.turn),
+          fmt::format("{:.2f} / {:.2f} / {:.2f}", t.ttft_ms.mean, t.ttft_ms.median, t.ttft_ms.p99));
+    }
+  }
   out += std::string(50, '=') + "\n";
   return out;
 }

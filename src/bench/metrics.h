@@ -30,6 +30,17 @@ struct RequestRecord {
   double finished_time = 0;
   bool success = false;
   std::string error;              // why it failed (bench serve)
+  int32_t conversation = -1;      // multi-turn: the BenchRequest's conversation and turn
+  int32_t turn = -1;
+  /// Prompt tokens served from the prefix cache: in-process RequestOutput::num_cached_tokens
+  /// (the hit at first admission); bench serve usage.prompt_tokens_details.cached_tokens
+  /// (-1: the server did not report it).
+  int32_t cached_tokens = -1;
+  /// In-process: the prompt sent and the ids generated (a multi-turn conversation's history;
+  /// the block map replays them, block_map.h).
+  std::vector<int32_t> prompt_token_ids, output_token_ids;
+  /// bench serve: the prompt text sent (when sent as text) and the text streamed back.
+  std::string prompt_text, output_text;
 };
 
 /// Everything a run produced.
@@ -49,6 +60,11 @@ struct RunResult {
   int32_t max_num_batched_tokens = 0;   // engine limit (token-budget strip)
   int32_t block_size = 0;               // KV block size (tokens)
   int32_t max_model_len = 0;            // tokens
+  int32_t num_kv_blocks = 0;            // in-process: KV pool size (blocks)
+  bool prefix_caching = false;          // in-process: --enable-prefix-caching
+  /// In-process: the prefix cache over the run, tokens (EngineStats::prefix_cache_queries_total
+  /// / _hits_total after the run minus before it). bench serve: see server_engine.
+  std::optional<int64_t> prefix_cache_queries, prefix_cache_hits;
 };
 
 /// Which limit bound a class of steps: how often the token budget was used up, how often
@@ -64,6 +80,16 @@ struct StepLimits {
 /// mean / median / p99 of a sample, in milliseconds.
 struct Distribution {
   double mean = 0, median = 0, p99 = 0;
+};
+
+/// Multi-turn: the successful requests of one turn index across conversations.
+struct TurnMetrics {
+  int32_t turn = 1;                 // 1-based, as printed
+  int64_t completed = 0;
+  double mean_prompt_tokens = 0;
+  /// Mean RequestRecord::cached_tokens over the requests that report it (nullopt: none).
+  std::optional<double> mean_cached_tokens;
+  Distribution ttft_ms;
 };
 
 /// vLLM bench-serve-style summary.
@@ -88,6 +114,19 @@ struct BenchMetrics {
   /// Mean over steps of tokens stored / (running x max_model_len): the utilisation a
   /// contiguous per-request reservation of max_model_len would have had (vLLM paper, s.2.3).
   std::optional<double> contiguous_utilization_mean;
+  /// Prefix cache, tokens (vllm:prefix_cache_queries / _hits): in-process from EngineStats,
+  /// bench serve from /metrics deltas (nullopt: the server exports no such counters).
+  std::optional<int64_t> prefix_cache_queries, prefix_cache_hits;
+  /// hits / queries (0 when nothing was looked up, e.g. --no-enable-prefix-caching).
+  std::optional<double> prefix_cache_hit_rate;
+  /// Sum of RequestRecord::cached_tokens over successful requests that report it (nullopt:
+  /// none did, e.g. a server without usage.prompt_tokens_details).
+  std::optional<int64_t> cached_prompt_tokens;
+  /// Most cached (evictable) KV blocks seen: per step in-process, per scrape of
+  /// llmserve:kv_blocks_cached through bench serve.
+  std::optional<int32_t> peak_cached_blocks;
+  /// Multi-turn runs: one entry per turn index, in order (empty otherwise).
+  std::vector<TurnMetrics> turns;
 };
 
 /// Mean of `xs` (0 for an empty sample).
@@ -112,7 +151,10 @@ BenchMetrics compute_metrics(const RunResult& run);
 /// The JSON object of `bench --json`: completed, duration_s, request_throughput,
 /// output_throughput, total_token_throughput, ttft_ms / tpot_ms / itl_ms / e2e_ms ({mean,
 /// median, p99}), num_preemptions, kv_utilization_mean, kv_utilization_peak (null when not
-/// measured), plus failed, total_input_tokens, total_output_tokens, peak_running, num_steps.
+/// measured), plus failed, total_input_tokens, total_output_tokens, peak_running, num_steps,
+/// prefix_cache_queries, prefix_cache_hits, prefix_cache_hit_rate, cached_prompt_tokens,
+/// peak_cached_blocks (null when not measured) and turns (multi-turn: a list of {turn,
+/// completed, mean_prompt_tokens, mean_cached_tokens, ttft_ms}; null otherwise).
 nlohmann::json metrics_to_json(const BenchMetrics& m);
 
 /// The human-readable table (vLLM `bench serve` layout), ending in a newline.

@@ -87,10 +87,14 @@ ServerEngineMetrics summarize_scrapes(const std::vector<MetricsScrape>& scrapes)
   m.num_scrapes = static_cast<int64_t>(scrapes.size());
   m.num_preemptions = delta(scrapes, "vllm:num_preemptions_total");
   m.num_steps = delta(scrapes, "llmserve:engine_steps_total");
+  m.prefix_cache_queries = delta(scrapes, "vllm:prefix_cache_queries_total");
+  m.prefix_cache_hits = delta(scrapes, "vllm:prefix_cache_hits_total");
   std::vector<double> util;
   for (const MetricsScrape& s : scrapes) {
     if (auto running = get(s.samples, "vllm:num_requests_running"))
       m.peak_running = std::max(m.peak_running.value_or(0), static_cast<int32_t>(*running));
+    if (auto cached = get(s.samples, "llmserve:kv_blocks_cached"))
+      m.peak_cached_blocks = std::max(m.peak_cached_blocks.value_or(0), static_cast<int32_t>(*cached));
     const auto used = get(s.samples, "llmserve:kv_blocks_used");
     const auto u = get(s.samples, "llmserve:kv_utilization");
     if (used && u && *used > 0) util.push_back(*u);

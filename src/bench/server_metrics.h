@@ -1,7 +1,7 @@
 // `bench serve`'s engine figures from the server's GET /metrics (Prometheus text format 0.0.4,
 // vLLM metric names): the rows the in-process bench reads from the engine's step records
-// (preemptions, steps, running sequences, KV utilisation), as before/after deltas of counters
-// and samples of gauges taken while the run goes.
+// (preemptions, steps, running sequences, KV utilisation, prefix cache), as before/after deltas
+// of counters and samples of gauges taken while the run goes.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +33,17 @@ struct MetricsScrape {
 ///  - peak_running: the largest vllm:num_requests_running seen;
 ///  - kv_utilization_mean / _peak: llmserve:kv_utilization (tokens stored / slots of allocated
 ///    blocks) over the scrapes that saw llmserve:kv_blocks_used > 0, as the in-process bench
-///    averages it over steps with allocated blocks; here a time sample, not every step.
+///    averages it over steps with allocated blocks; here a time sample, not every step;
+///  - prefix_cache_queries / _hits: deltas of vllm:prefix_cache_queries_total and
+///    vllm:prefix_cache_hits_total (tokens; vLLM and llmserve export them, llama-server not);
+///  - peak_cached_blocks: the largest llmserve:kv_blocks_cached seen (llmserve only).
 struct ServerEngineMetrics {
   std::optional<int64_t> num_preemptions;
   std::optional<int64_t> num_steps;
   std::optional<int32_t> peak_running;
   std::optional<double> kv_utilization_mean, kv_utilization_peak;
+  std::optional<int64_t> prefix_cache_queries, prefix_cache_hits;
+  std::optional<int32_t> peak_cached_blocks;
   int64_t num_scrapes = 0;
 };
 

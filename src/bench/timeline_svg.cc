@@ -18,6 +18,10 @@ constexpr double kPlotHeight = 520;   // target height of the request rows
 constexpr double kStripHeight = 56;   // each per-step strip
 constexpr double kGap = 26;           // between blocks
 constexpr double kTitleLine = 15;     // height of one title line
+constexpr double kMapHeight = 260;    // target height of the block map rows
+constexpr double kNoteHeight = 18;    // the block map's place when it is not drawn
+const char* const kHitFill = "#17becf";     // prefill cell of an admission with a cache hit
+const char* const kCachedFill = "#76b7b2";  // cached (evictable) blocks
 
 const char* fill_of(CellState s) {
   switch (s) {
@@ -63,14 +67,32 @@ void mark_step(const StepRecord& step, int64_t s, TimelineGrid& g, std::vector<i
 
 }  // namespace
 
-TimelineGrid build_timeline_grid(const RunResult& run) {
+TimelineGrid build_timeline_grid(const RunResult& run, const std::vector<AdmissionHit>* hits) {
   TimelineGrid g;
   g.num_requests = static_cast<int64_t>(run.requests.size());
   g.num_steps = static_cast<int64_t>(run.steps.size());
   g.cells.assign(static_cast<size_t>(g.num_requests * g.num_steps), CellState::kBlank);
   g.tokens.assign(g.cells.size(), 0);
+  g.hit_tokens.assign(g.cells.size(), 0);
   std::vector<int64_t> first(static_cast<size_t>(g.num_requests), -1);
   for (int64_t s = 0; s < g.num_steps; ++s) mark_step(run.steps[static_cast<size_t>(s)], s, g, first);
+  if (hits) {
+    for (const AdmissionHit& h : *hits)
+      if (valid_id(h.request_id, g.num_requests) && h.step >= 0 && h.step < g.num_steps)
+        g.hit_tokens[static_cast<size_t>(h.request_id * g.num_steps + h.step)] = h.tokens;
+  } else {
+    // The first admission's hit: the request's first scheduled cell.
+    for (int64_t r = 0; r < g.num_requests; ++r) {
+      const int32_t cached = run.requests[static_cast<size_t>(r)].cached_tokens;
+      if (cached <= 0) continue;
+      for (int64_t s = 0; s < g.num_steps; ++s) {
+        const CellState c = g.at(r, s);
+        if (c != CellState::kPrefill && c != CellState::kDecode) continue;
+        g.hit_tokens[static_cast<size_t>(r * g.num_steps + s)] = cached;
+        break;
+      }
+    }
+  }
   for (int64_t r = 0; r < g.num_requests; ++r) {
     const int64_t from = first[static_cast<size_t>(r)];
     if (from < 0) continue;
@@ -89,23 +111,32 @@ namespace {
 
 /// Geometry shared by the drawing helpers.
 struct Layout {
-  double cell_w = 1, row_h = 1;
-  double grid_h = 0, strip1_y = 0, strip2_y = 0, axis_y = 0, legend_y = 0;
+  double cell_w = 1, row_h = 1, map_row_h = 1;
+  double grid_h = 0, strip1_y = 0, strip2_y = 0, strip3_y = 0, map_y = 0, map_h = 0;
+  double axis_y = 0, legend_y = 0;
   double width = 0, height = 0;
 };
 
-Layout make_layout(int64_t num_requests, int64_t num_steps) {
+Layout make_layout(int64_t num_requests, int64_t num_steps, const BlockMap& map) {
   Layout l;
   l.cell_w = std::clamp(kPlotWidth / std::max<int64_t>(num_steps, 1), 0.2, 16.0);
   l.row_h = std::clamp(kPlotHeight / std::max<int64_t>(num_requests, 1), 1.0, 16.0);
   l.grid_h = l.row_h * static_cast<double>(num_requests);
   l.strip1_y = kTop + l.grid_h + kGap;
   l.strip2_y = l.strip1_y + kStripHeight + kGap;
-  l.axis_y = l.strip2_y + kStripHeight;
+  l.strip3_y = l.strip2_y + kStripHeight + kGap;
+  l.map_y = l.strip3_y + kStripHeight + kGap;
+  if (map.available && map.num_rows > 0) {
+    l.map_row_h = std::clamp(kMapHeight / map.num_rows, 1.0, 8.0);
+    l.map_h = l.map_row_h * map.num_rows;
+  } else {
+    l.map_h = kNoteHeight;
+  }
+  l.axis_y = l.map_y + l.map_h;
   l.legend_y = l.axis_y + 40;
   l.width = kLeft + l.cell_w * static_cast<double>(num_steps) + kRight + 160;
   l.width = std::max(l.width, 900.0);
-  l.height = l.legend_y + 30;
+  l.height = l.legend_y + 40 + 30;
   return l;
 }
 
@@ -117,18 +148,24 @@ void draw_row(std::string& out, const TimelineGrid& g, int64_t r, const Layout& 
   while (s < g.num_steps) {
     const CellState st = g.at(r, s);
     int64_t e = s + 1;
-    const bool mergeable = st != CellState::kPrefill && st != CellState::kPreempted;
-    while (mergeable && e < g.num_steps && g.at(r, e) == st) ++e;
+    const bool mergeable =
+        st != CellState::kPrefill && st != CellState::kPreempted && g.hit_tokens_at(r, s) == 0;
+    while (mergeable && e < g.num_steps && g.at(r, e) == st && g.hit_tokens_at(r, e) == 0) ++e;
     if (st != CellState::kBlank) {
       std::string title = fmt::format("request {}: {} at step {}", r, name_of(st), s);
+      const int32_t hit = g.hit_tokens_at(r, s);
       if (st == CellState::kPrefill) title += fmt::format(" ({} tokens)", g.tokens_at(r, s));
       else if (e - s > 1) title = fmt::format("request {}: {} steps {}-{}", r, name_of(st), s, e - 1);
+      if (hit > 0) title += fmt::format("; {} prompt tokens from the prefix cache", hit);
       const bool edge = st == CellState::kPrefill && l.cell_w >= 3;
+      // A hit is drawn at least 2 px wide, so narrow columns still show it.
+      const double w = hit > 0 ? std::max(l.cell_w, 2.0) : l.cell_w * static_cast<double>(e - s);
       out += fmt::format(
-          "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"{}>"
+          "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"{}{}>"
           "<title>{}</title></rect>\n",
-          kLeft + l.cell_w * static_cast<double>(s), y, l.cell_w * static_cast<double>(e - s), h,
-          fill_of(st), edge ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "", title);
+          kLeft + l.cell_w * static_cast<double>(s), y, w, h, hit > 0 ? kHitFill : fill_of(st),
+          edge ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "",
+          hit > 0 ? " class=\"cache-hit\"" : "", title);
     }
     s = e;
   }
@@ -197,6 +234,89 @@ void draw_strips(std::string& out, const RunResult& run, const Layout& l) {
                return fmt::format("{} prefill + {} decode tokens of {}", s.num_prefill_tokens,
                                   s.num_decode_tokens, run.max_num_batched_tokens);
              });
+  int32_t peak_blocks = 1;
+  for (const StepRecord& s : run.steps)
+    peak_blocks = std::max(peak_blocks, s.num_used_blocks + s.num_cached_blocks);
+  draw_strip(out, run, l, l.strip3_y,
+             fmt::format("KV blocks: held by sequences (blue) + cached, evictable (teal); full "
+                         "height = {} blocks{}",
+                         peak_blocks,
+                         run.num_kv_blocks > 0 ? fmt::format(" of a {}-block pool", run.num_kv_blocks)
+                                               : std::string()),
+             peak_blocks,
+             [](const StepRecord& s) {
+               return std::vector<StripSegment>{{static_cast<double>(s.num_used_blocks), "#4e79a7"},
+                                                {static_cast<double>(s.num_cached_blocks), kCachedFill}};
+             },
+             [](const StepRecord& s) {
+               std::string t = fmt::format("{} blocks held, {} cached", s.num_used_blocks,
+                                           s.num_cached_blocks);
+               if (s.num_prefix_hit_tokens > 0)
+                 t += fmt::format("; {} prompt tokens found cached", s.num_prefix_hit_tokens);
+               return t;
+             });
+}
+
+std::string escape_xml(const std::string& s);
+
+/// The colour of a block map cell: held by 1 sequence, shared by 2, 3, 4+, cached.
+const char* block_fill(int16_t state) {
+  if (state < 0) return kCachedFill;
+  switch (state) {
+    case 0: return "none";
+    case 1: return "#a0cbe8";
+    case 2: return "#d4a6c8";
+    case 3: return "#b07aa1";
+    default: return "#7b4173";
+  }
+}
+
+std::string block_state_text(int16_t state) {
+  if (state < 0) return "cached (held by none, K/V kept, evictable)";
+  if (state == 1) return "held by 1 sequence";
+  return fmt::format("shared by {} sequences", state);
+}
+
+void draw_block_map(std::string& out, const BlockMap& map, const RunResult& run,
+                    const Layout& l) {
+  const double w = l.cell_w * static_cast<double>(run.steps.size());
+  if (!map.available || map.num_rows == 0) {
+    const std::string why = map.available ? "block map: no block was used" : map.note;
+    out += fmt::format("<text class=\"block-map-note\" x=\"{:.1f}\" y=\"{:.2f}\" "
+                       "font-size=\"11\">{}</text>\n", kLeft, l.map_y + 12, escape_xml(why));
+    return;
+  }
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"11\">KV block map: one row "
+                     "per physical block (ids 0-{}{}), coloured by the sequences holding it after "
+                     "each step; most sharing one block: {}</text>\n",
+                     kLeft, l.map_y - 5, map.num_rows - 1,
+                     map.note.empty() ? "" : "; " + escape_xml(map.note), map.peak_sharing);
+  out += fmt::format("<g class=\"block-map\">\n<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" "
+                     "height=\"{:.2f}\" fill=\"#f7f7f7\"/>\n", kLeft, l.map_y, w, l.map_h);
+  const double h = std::max(l.map_row_h - (l.map_row_h >= 4 ? 1.0 : 0.0), 0.5);
+  for (int32_t b = 0; b < map.num_rows; ++b) {
+    const double y = l.map_y + l.map_row_h * b;
+    int64_t s = 0;
+    while (s < map.num_steps) {
+      const int16_t st = map.at(s, b);
+      int64_t e = s + 1;
+      while (e < map.num_steps && map.at(e, b) == st) ++e;
+      if (st != 0)
+        out += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" "
+                           "fill=\"{}\"><title>block {}, steps {}-{}: {}</title></rect>\n",
+                           kLeft + l.cell_w * static_cast<double>(s), y,
+                           l.cell_w * static_cast<double>(e - s), h, block_fill(st), b, s, e - 1,
+                           block_state_text(st));
+      s = e;
+    }
+  }
+  out += "</g>\n";
+  const int32_t every =
+      std::max<int32_t>(1, static_cast<int32_t>(std::ceil(10.0 / l.map_row_h)));
+  for (int32_t b = 0; b < map.num_rows; b += every)
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"9\" text-anchor=\"end\">"
+                       "block {}</text>\n",
+                       kLeft - 4, l.map_y + l.map_row_h * (b + 0.5) + 3, b);
 }
 
 void draw_axis(std::string& out, const RunResult& run, const Layout& l) {
@@ -214,19 +334,31 @@ void draw_axis(std::string& out, const RunResult& run, const Layout& l) {
                      "step (time)</text>\n", kLeft - 4, l.axis_y + 14);
 }
 
+/// One legend entry at (x, y); returns the x of the next.
+double legend_entry(std::string& out, double x, double y, const char* fill,
+                    const std::string& name) {
+  out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                     "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
+                     x, y, fill, x + 16, y + 10, name);
+  return x + 30 + 7.0 * static_cast<double>(name.size());
+}
+
 void draw_legend(std::string& out, const Layout& l) {
   const CellState states[] = {CellState::kPrefill, CellState::kDecode, CellState::kWaiting,
                               CellState::kStalled, CellState::kPreempted};
   double x = kLeft;
-  for (CellState st : states) {
-    out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n",
-                       x, l.legend_y, fill_of(st), x + 16, l.legend_y + 10, name_of(st));
-    x += 30 + 7.0 * static_cast<double>(std::string(name_of(st)).size());
-  }
+  for (CellState st : states) x = legend_entry(out, x, l.legend_y, fill_of(st), name_of(st));
+  legend_entry(out, x, l.legend_y, kHitFill, "admitted with a prefix-cache hit");
+  const double y = l.legend_y + 20;
+  x = kLeft;
+  for (int16_t st : {int16_t{1}, int16_t{2}, int16_t{3}, int16_t{4}, int16_t{-1}})
+    x = legend_entry(out, x, y, block_fill(st),
+                     st == 4 ? std::string("shared by 4+") : st < 0 ? std::string("cached, evictable")
+                     : st == 1 ? std::string("block held by 1 sequence")
+                               : fmt::format("shared by {}", st));
   out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">blank = not arrived "
-                     "yet / finished; seat strip green = used seat</text>\n",
-                     x, l.legend_y + 10);
+                     "yet / finished (requests), free (blocks); seat strip green = used seat"
+                     "</text>\n", kLeft, y + 30);
 }
 
 /// Characters of a 12-px title line that fit in `width` pixels.
@@ -281,8 +413,9 @@ void draw_title(std::string& out, const std::string& title, double width, int64_
 }  // namespace
 
 std::string render_timeline_svg(const RunResult& run, const std::string& title) {
-  const TimelineGrid g = build_timeline_grid(run);
-  const Layout l = make_layout(g.num_requests, g.num_steps);
+  const BlockMap map = replay_block_map(run);
+  const TimelineGrid g = build_timeline_grid(run, map.available ? &map.hits : nullptr);
+  const Layout l = make_layout(g.num_requests, g.num_steps, map);
   const std::vector<std::string> lines = wrap_words(title, title_chars(l.width));
   const double extra = kTitleLine * static_cast<double>(lines.size() - 1);  // below line 1
   std::string out = fmt::format(
@@ -302,6 +435,7 @@ std::string render_timeline_svg(const RunResult& run, const std::string& title) 
   out += "</g>\n";
   draw_row_labels(out, g.num_requests, l);
   draw_strips(out, run, l);
+  draw_block_map(out, map, run, l);
   draw_axis(out, run, l);
   draw_legend(out, l);
   out += "</g>\n</svg>\n";

@@ -12,27 +12,12 @@
 
 namespace llmserve::bench {
 
-/// Upper bound for --num-prompts (each request holds its token ids in memory up front).
-constexpr int64_t kMaxNumPrompts = 10000000;
-
 namespace {
 
 /// "<...>" pieces other than "<0xNN>" byte pieces are control tokens (<s>, </s>, <unk>).
 bool looks_special(const std::string& piece) {
   if (piece.size() < 3 || piece.front() != '<' || piece.back() != '>') return false;
   return parse_byte_piece(piece) < 0;
-}
-
-/// Ids of the vocabulary minus `special` (sorted).
-std::vector<int32_t> sampleable_ids(const VocabInfo& vocab) {
-  std::vector<int32_t> special = vocab.special_ids;
-  if (vocab.bos_id >= 0) special.push_back(vocab.bos_id);
-  std::sort(special.begin(), special.end());
-  std::vector<int32_t> ids;
-  ids.reserve(static_cast<size_t>(std::max(vocab.vocab_size, 0)));
-  for (int32_t id = 0; id < vocab.vocab_size; ++id)
-    if (!std::binary_search(special.begin(), special.end(), id)) ids.push_back(id);
-  return ids;
 }
 
 Status check_random_options(const RandomDatasetOptions& o) {
@@ -91,6 +76,17 @@ Expected<std::vector<BenchRequest>> parse_dataset_text(const std::string& path,
 }
 
 }  // namespace
+
+std::vector<int32_t> sampleable_ids(const VocabInfo& vocab) {
+  std::vector<int32_t> special = vocab.special_ids;
+  if (vocab.bos_id >= 0) special.push_back(vocab.bos_id);
+  std::sort(special.begin(), special.end());
+  std::vector<int32_t> ids;
+  ids.reserve(static_cast<size_t>(std::max(vocab.vocab_size, 0)));
+  for (int32_t id = 0; id < vocab.vocab_size; ++id)
+    if (!std::binary_search(special.begin(), special.end(), id)) ids.push_back(id);
+  return ids;
+}
 
 VocabInfo vocab_info(const Tokenizer& tokenizer) {
   VocabInfo v;

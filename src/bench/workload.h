@@ -1,5 +1,6 @@
 // Benchmark workloads: which prompts are sent, how many tokens each must generate, and when
-// each request arrives. Mirrors vLLM's `bench serve` (random dataset, gamma arrivals).
+// each request arrives. Mirrors vLLM's `bench serve` (random dataset, gamma arrivals); the
+// shared-prefix dataset is in prefix_repetition.h, multi-turn conversations in multi_turn.h.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,9 @@ class Tokenizer;
 
 namespace bench {
 
+/// Upper bound for --num-prompts (each request holds its token ids in memory up front).
+inline constexpr int64_t kMaxNumPrompts = 10000000;
+
 /// One request of a workload.
 struct BenchRequest {
   std::vector<int32_t> prompt_token_ids;  // BOS included; empty when only `prompt_text` is known
@@ -22,6 +26,14 @@ struct BenchRequest {
   int32_t prompt_len = 0;                 // tokens (0 = unknown until the server reports it)
   int32_t output_len = 0;                 // tokens to generate (max_tokens, ignore_eos)
   double arrival_offset_s = 0;            // seconds after the benchmark start
+  /// A follow-up turn (multi_turn.h): the index of the request whose reply must have finished
+  /// before this one is sent (-1: none; the request is sent at arrival_offset_s, which a
+  /// follow-up ignores). A follow-up's prompt is built when it is sent: the earlier request's
+  /// whole prompt, then its reply, then this request's own prompt_token_ids (in-process) or
+  /// prompt_text (bench serve), the new user turn.
+  int64_t follows = -1;
+  int32_t conversation = -1;  // multi-turn: conversation index (-1 outside multi-turn)
+  int32_t turn = -1;          // multi-turn: 0-based turn index (-1 outside multi-turn)
 };
 
 /// `--dataset random`: vLLM's RandomDataset.
@@ -39,6 +51,10 @@ struct VocabInfo {
   int32_t bos_id = 1;                   // -1: no BOS
   std::vector<int32_t> special_ids;     // never sampled (BOS, EOS, unk, control tokens)
 };
+
+/// The ids random prompts are drawn from: 0..vocab_size-1 minus the special ids and BOS,
+/// ascending.
+std::vector<int32_t> sampleable_ids(const VocabInfo& vocab);
 
 /// Vocabulary facts from a tokenizer: BOS/EOS plus control-looking pieces ("<s>", "<unk>",
 /// anything "<...>" that is not a "<0xNN>" byte piece) are special.
