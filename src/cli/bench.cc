@@ -7,9 +7,12 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include "bench/http_client.h"
 #include "bench/metrics.h"
+#include "bench/multi_turn.h"
+#include "bench/prefix_repetition.h"
 #include "bench/progress.h"
 #include "bench/runner.h"
 #include "bench/timeline_svg.h"
@@ -36,16 +39,25 @@ Expected<double> parse_rate(const std::string& text) {
   return rate;
 }
 
-/// The workload: random prompts over `vocab` or a dataset file (tokenized when `tokenizer`
-/// is given), with arrival offsets.
+/// The workload: multi-turn conversations, random prompts over `vocab`, shared-prefix prompts
+/// or a dataset file (tokenized when `tokenizer` is given), with arrival offsets. `as_text`:
+/// multi-turn turns as text (bench serve).
 Expected<std::vector<bench::BenchRequest>> make_workload(const BenchWorkloadFlags& f,
                                                          bool num_prompts_given, uint64_t seed,
                                                          const bench::VocabInfo& vocab,
-                                                         const Tokenizer* tokenizer) {
+                                                         const Tokenizer* tokenizer, bool as_text) {
   std::vector<bench::BenchRequest> reqs;
+  if (f.conversations > 0) {  // every conversation starts at t = 0
+    bench::MultiTurnOptions o{f.conversations, f.turns, f.new_tokens, f.output_len, seed};
+    return bench::make_multi_turn_workload(o, vocab, as_text);
+  }
   if (f.dataset == "random") {
     bench::RandomDatasetOptions o{f.num_prompts, f.input_len, f.output_len, f.range_ratio, seed};
     LLMS_ASSIGN_OR_RETURN(reqs, bench::make_random_dataset(o, vocab));
+  } else if (f.dataset == "prefix_repetition") {
+    bench::PrefixRepetitionOptions o{f.num_prompts, f.prefix_len,        f.suffix_len,
+                                     f.num_prefixes, f.prefix_output_len, seed};
+    LLMS_ASSIGN_OR_RETURN(reqs, bench::make_prefix_repetition_dataset(o, vocab));
   } else {
     LLMS_ASSIGN_OR_RETURN(reqs, bench::load_dataset_file(f.dataset, tokenizer,
                                                          num_prompts_given ? f.num_prompts : 0));
@@ -135,7 +147,35 @@ void BenchCommand::add_workload_flags(CLI::App& app) {
                  "Gamma shape of inter-arrival times: 1 = Poisson, < 1 burstier")
       ->capture_default_str();
   app.add_option("--dataset", f.dataset,
-                 "random, or a JSONL/JSON file of {\"prompt\": ..., \"output_len\": N}")
+                 "random, prefix_repetition (shared prefixes, vLLM's), or a JSONL/JSON file of "
+                 "{\"prompt\": ..., \"output_len\": N}")
+      ->capture_default_str();
+  app.add_option("--prefix-repetition-prefix-len", f.prefix_len,
+                 "prefix_repetition: tokens every request of a group shares, BOS included")
+      ->transform(human_int(1))
+      ->capture_default_str();
+  app.add_option("--prefix-repetition-suffix-len", f.suffix_len,
+                 "prefix_repetition: random tokens after the prefix, per request")
+      ->transform(human_int(0))
+      ->capture_default_str();
+  app.add_option("--prefix-repetition-num-prefixes", f.num_prefixes,
+                 "prefix_repetition: distinct prefixes (the requests are split among them)")
+      ->transform(human_int(1))
+      ->capture_default_str();
+  app.add_option("--prefix-repetition-output-len", f.prefix_output_len,
+                 "prefix_repetition: tokens to generate per request")
+      ->transform(human_int(1))
+      ->capture_default_str();
+  app.add_option("--multi-turn-conversations", f.conversations,
+                 "Multi-turn: C conversations at once; each turn resends the history plus "
+                 "--multi-turn-new-tokens new tokens and generates --output-len")
+      ->transform(human_int(1));
+  app.add_option("--multi-turn-turns", f.turns, "Multi-turn: turns per conversation")
+      ->transform(human_int(1))
+      ->capture_default_str();
+  app.add_option("--multi-turn-new-tokens", f.new_tokens,
+                 "Multi-turn: new user tokens per turn (bench serve: words)")
+      ->transform(human_int(1))
       ->capture_default_str();
   app.add_option("--temperature", f.temperature, "Sampling temperature (0 = greedy)")
       ->capture_default_str();
@@ -148,7 +188,73 @@ bool BenchCommand::num_prompts_given() const {
   return false;
 }
 
+bool BenchCommand::given(const char* flag) const {
+  for (const CLI::App* app : {cmd_, serve_})
+    if (const CLI::Option* o = app->get_option_no_throw(flag); o && o->count() > 0) return true;
+  return false;
+}
+
+Status BenchCommand::check_workload_flags() const {
+  const BenchWorkloadFlags& f = workload_;
+  const bool prefix_repetition = f.dataset == "prefix_repetition";
+  const bool multi_turn = given("--multi-turn-conversations");
+  for (const char* flag : {"--prefix-repetition-prefix-len", "--prefix-repetition-suffix-len",
+                           "--prefix-repetition-num-prefixes", "--prefix-repetition-output-len"})
+    if (given(flag) && !prefix_repetition)
+      return InvalidArgument("{} needs --dataset prefix_repetition", flag);
+  for (const char* flag : {"--multi-turn-turns", "--multi-turn-new-tokens"})
+    if (given(flag) && !multi_turn) return InvalidArgument("{} needs --multi-turn-conversations", flag);
+  if (multi_turn) {
+    if (f.dataset != "random")
+      return InvalidArgument("--dataset {} cannot be combined with --multi-turn-conversations "
+                             "(each turn's new tokens are random)", f.dataset);
+    const std::pair<const char*, const char*> unused[] = {
+        {"--num-prompts", "it sends conversations x turns requests"},
+        {"--input-len", "use --multi-turn-new-tokens"},
+        {"--range-ratio", "every turn has the same lengths"},
+        {"--request-rate", "every conversation starts at once and sends its next turn when the "
+                           "previous reply has finished"},
+        {"--burstiness", "every conversation starts at once and sends its next turn when the "
+                         "previous reply has finished"}};
+    for (const auto& [flag, why] : unused)
+      if (given(flag))
+        return InvalidArgument("{} does not apply to --multi-turn-conversations ({})", flag, why);
+    if (serve_->parsed())
+      for (const char* flag : {"--vocab-size", "--model-file"})
+        if (given(flag))
+          return InvalidArgument("{} does not apply to bench serve --multi-turn-conversations "
+                                 "(turns are sent as text)", flag);
+    return bench::check_multi_turn_options(
+        {f.conversations, f.turns, f.new_tokens, f.output_len, 0});
+  }
+  if (prefix_repetition) {
+    if (given("--input-len"))
+      return InvalidArgument("--input-len does not apply to --dataset prefix_repetition (use "
+                             "--prefix-repetition-prefix-len and --prefix-repetition-suffix-len)");
+    if (given("--output-len"))
+      return InvalidArgument("--output-len does not apply to --dataset prefix_repetition (use "
+                             "--prefix-repetition-output-len)");
+    if (given("--range-ratio"))
+      return InvalidArgument("--range-ratio does not apply to --dataset prefix_repetition (its "
+                             "lengths are fixed)");
+  } else if (f.dataset != "random") {
+    const std::pair<const char*, const char*> unused[] = {
+        {"--input-len", "its prompts are the file's"},
+        {"--output-len", "each entry gives its output_len"},
+        {"--range-ratio", "its lengths are the file's"}};
+    for (const auto& [flag, why] : unused)
+      if (given(flag)) return InvalidArgument("{} does not apply to a --dataset file ({})", flag, why);
+  }
+  // Values, before any model is loaded (the BOS-dependent bound is checked with the vocabulary).
+  if (prefix_repetition)
+    return bench::check_prefix_repetition_options(
+        {f.num_prompts, f.prefix_len, f.suffix_len, f.num_prefixes, f.prefix_output_len, 0},
+        /*bos=*/false);
+  return Status::Ok();
+}
+
 int BenchCommand::run() {
+  if (Status st = check_workload_flags(); !st.ok()) return fail(st);
   if (serve_->parsed()) return run_serve();
   return run_in_process();
 }
@@ -170,8 +276,8 @@ int BenchCommand::run_in_process() {
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;
   const Tokenizer& tok = engine.tokenizer();
-  auto reqs =
-      make_workload(workload_, num_prompts_given(), config_.seed, bench::vocab_info(tok), &tok);
+  auto reqs = make_workload(workload_, num_prompts_given(), config_.seed, bench::vocab_info(tok),
+                            &tok, /*as_text=*/false);
   if (!reqs.ok()) return fail(reqs.status());
 
   bench::ProgressBar bar;
@@ -209,7 +315,8 @@ int BenchCommand::run_serve() {
     vocab.vocab_size = (*file)->config().vocab_size;
   }
   // Dataset files are sent as text; the server tokenizes and reports the prompt length.
-  auto reqs = make_workload(workload_, num_prompts_given(), config_.seed, vocab, nullptr);
+  auto reqs = make_workload(workload_, num_prompts_given(), config_.seed, vocab, nullptr,
+                            /*as_text=*/true);
   if (!reqs.ok()) return fail(reqs.status());
 
   bench::ProgressBar bar;

@@ -201,9 +201,18 @@ struct BenchWorkloadFlags {
   double range_ratio = 0.0;         // lengths uniform in [L*(1-R), L*(1+R)]
   std::string request_rate = "inf"; // requests per second, or "inf" (all at t = 0)
   double burstiness = 1.0;          // gamma shape of inter-arrival times (1 = Poisson)
-  std::string dataset = "random";   // "random" or a JSON/JSONL file
+  std::string dataset = "random";   // "random", "prefix_repetition" or a JSON/JSONL file
   float temperature = 0.0f;         // sampling temperature of every request
   bool json = false;                // print one JSON object instead of the table
+  // --dataset prefix_repetition (vLLM's flags and defaults)
+  int prefix_len = 256;             // --prefix-repetition-prefix-len (BOS included)
+  int suffix_len = 256;             // --prefix-repetition-suffix-len
+  int num_prefixes = 10;            // --prefix-repetition-num-prefixes
+  int prefix_output_len = 128;      // --prefix-repetition-output-len
+  // multi-turn conversations (0 conversations = off)
+  int conversations = 0;            // --multi-turn-conversations
+  int turns = 3;                    // --multi-turn-turns
+  int new_tokens = 64;              // --multi-turn-new-tokens
 };
 
 /// `llmserve bench MODEL ...` (engine in-process) and `llmserve bench serve --url URL ...`.
@@ -218,6 +227,11 @@ class BenchCommand {
   void add_workload_flags(CLI::App& app);
   /// Whether --num-prompts appeared on the command line (bench or bench serve).
   bool num_prompts_given() const;
+  /// Whether `flag` appeared on the command line (bench or bench serve).
+  bool given(const char* flag) const;
+  /// The workload flags that contradict each other or have no effect on the chosen workload
+  /// (dataset, prefix repetition, multi-turn): the first one found, as a one-line error.
+  Status check_workload_flags() const;
   int run_in_process();
   int run_serve();
 

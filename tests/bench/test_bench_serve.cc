@@ -8,6 +8,7 @@
 
 #include "bench/http_client.h"
 #include "bench/metrics.h"
+#include "bench/multi_turn.h"
 #include "bench/workload.h"
 #include "engine/llm_engine.h"
 #include "prometheus_text.h"
@@ -128,6 +129,58 @@ TEST(BenchServe, EngineRowsAreTheServersMetricsOverTheRun) {
   EXPECT_GT(*m.kv_utilization_mean, 0.0);
   EXPECT_LE(*m.kv_utilization_peak, 1.0);
   EXPECT_LE(*m.kv_utilization_mean, *m.kv_utilization_peak);
+}
+
+TEST(BenchServe, MultiTurnResendsTheConversationAsTextAndHitsTheCache) {
+  ServerConfig sc;
+  sc.port = 0;
+  llmserve::testing::TestServer ts(stories_engine(), sc);
+  auto reqs = make_multi_turn_workload({3, 3, 24, 8, 5}, VocabInfo{}, /*as_text=*/true);
+  ASSERT_TRUE(reqs.ok()) << reqs.status().message();
+  ServeOptions o = options_for(ts);
+  o.metrics_interval_s = 0.01;
+  auto run = run_over_http(*reqs, o);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  int64_t cached = 0;
+  for (size_t i = 0; i < reqs->size(); ++i) {
+    const RequestRecord& r = run->requests[i];
+    ASSERT_TRUE(r.success) << i << ": " << r.error;
+    EXPECT_EQ(r.turn, (*reqs)[i].turn);
+    EXPECT_EQ(r.output_tokens, 8);
+    EXPECT_FALSE(r.output_text.empty());
+    ASSERT_GE(r.cached_tokens, 0) << i;  // llmserve reports usage.prompt_tokens_details
+    cached += r.cached_tokens;
+    if (r.turn == 0) {
+      EXPECT_EQ(r.prompt_text, (*reqs)[i].prompt_text);
+      continue;
+    }
+    // The whole conversation so far, then the new words; sent after the previous reply.
+    const RequestRecord& prev = run->requests[i - 1];
+    EXPECT_EQ(r.prompt_text, prev.prompt_text + prev.output_text + (*reqs)[i].prompt_text);
+    EXPECT_GT(r.prompt_len, prev.prompt_len);
+    EXPECT_GE(r.arrival_time, prev.finished_time);
+    if (r.turn == 2) {
+      EXPECT_GT(r.cached_tokens, 0) << i;  // at least the first turn's blocks
+    }
+  }
+  const BenchMetrics m = compute_metrics(*run);
+  ASSERT_TRUE(m.prefix_cache_hit_rate.has_value()) << run->server_metrics_note;
+  EXPECT_GT(*m.prefix_cache_hit_rate, 0.0);
+  EXPECT_EQ(m.prefix_cache_hits, cached);  // one lookup per request: no preemption here
+  EXPECT_EQ(m.cached_prompt_tokens, cached);
+  EXPECT_EQ(m.prefix_cache_hits,
+            static_cast<int64_t>(server_counter(ts, "vllm:prefix_cache_hits_total")));
+  ASSERT_EQ(m.turns.size(), 3u);
+  for (const TurnMetrics& t : m.turns) {
+    EXPECT_EQ(t.completed, 3);
+    EXPECT_GT(t.ttft_ms.median, 0.0);
+  }
+  // A follow-up turn needs text over HTTP: token ids are refused before anything is sent.
+  auto ids = make_multi_turn_workload({1, 2, 4, 2, 0}, VocabInfo{}, /*as_text=*/false);
+  auto refused = run_over_http(*ids, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "request 1: a follow-up turn must be text over HTTP (the reply comes back as text)");
 }
 
 TEST(BenchServe, ApiKeyIsSentAndRefusalsAreOneLine) {
