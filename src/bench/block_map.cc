@@ -1,6 +1,7 @@
 #include "bench/block_map.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <span>
 
@@ -26,11 +27,15 @@ struct Seq {
 
 class Replay {
  public:
-  Replay(const RunResult& run, int32_t max_rows)
-      : run_(run), kv_(run.num_kv_blocks, run.block_size, run.prefix_caching),
-        rows_(std::max(0, std::min(max_rows, run.num_kv_blocks))) {}
+  explicit Replay(const RunResult& run)
+      : run_(run), kv_(run.num_kv_blocks, run.block_size, run.prefix_caching) {}
 
-  BlockMap run();
+  /// Replays every step, checking it against its StepRecord, and calls `snapshot` (may be
+  /// empty) after each with the pool's state. False at the first difference (why()).
+  bool replay(const std::function<void(int64_t, const BlockPool&)>& snapshot);
+  const std::string& why() const { return why_; }
+  int32_t touched() const { return touched_; }
+  const std::vector<AdmissionHit>& hits() const { return hits_; }
 
  private:
   /// Plans step `s` (allocations, preemptions); false with `why_` on a difference.
@@ -52,7 +57,6 @@ class Replay {
 
   const RunResult& run_;
   KVCacheManager kv_;
-  int32_t rows_;
   std::vector<Seq> seqs_;
   int32_t touched_ = 0;
   std::vector<AdmissionHit> hits_;
@@ -135,11 +139,8 @@ bool Replay::compute(int64_t s) {
   return true;
 }
 
-BlockMap Replay::run() {
-  BlockMap map;
-  map.num_steps = static_cast<int64_t>(run_.steps.size());
-  map.num_total_blocks = run_.num_kv_blocks;
-  seqs_.resize(run_.requests.size());
+bool Replay::replay(const std::function<void(int64_t, const BlockPool&)>& snapshot) {
+  seqs_.assign(run_.requests.size(), Seq{});
   for (size_t i = 0; i < run_.requests.size(); ++i) {
     const RequestRecord& r = run_.requests[i];
     Seq& q = seqs_[i];
@@ -147,56 +148,60 @@ BlockMap Replay::run() {
     q.tokens.insert(q.tokens.end(), r.output_token_ids.begin(), r.output_token_ids.end());
     q.known = static_cast<int32_t>(r.prompt_token_ids.size());
   }
-  std::vector<int16_t> state(static_cast<size_t>(map.num_steps) * rows_, 0);
-  for (int64_t s = 0; s < map.num_steps; ++s) {
+  for (int64_t s = 0; s < static_cast<int64_t>(run_.steps.size()); ++s) {
     const StepRecord& rec = run_.steps[static_cast<size_t>(s)];
     int32_t hit_tokens = 0;
-    if (!plan(s, &hit_tokens) || !compute(s)) {
-      map.note = "block map not drawn: the replay of the schedule diverged: " + why_;
-      return map;
-    }
+    if (!plan(s, &hit_tokens) || !compute(s)) return false;
     if (kv_.num_used_blocks() != rec.num_used_blocks ||
         kv_.num_cached_blocks() != rec.num_cached_blocks ||
-        hit_tokens != rec.num_prefix_hit_tokens) {
-      map.note = fmt::format(
-          "block map not drawn: the replay of the schedule diverged at step {}: {} used / {} "
-          "cached blocks and {} prefix-hit tokens, the engine recorded {} / {} and {}",
-          s, kv_.num_used_blocks(), kv_.num_cached_blocks(), hit_tokens, rec.num_used_blocks,
-          rec.num_cached_blocks, rec.num_prefix_hit_tokens);
-      return map;
-    }
-    const BlockPool& pool = kv_.pool();
-    int16_t* row = state.data() + static_cast<size_t>(s) * rows_;
-    for (int32_t b = 0; b < rows_; ++b) {
-      const int32_t rc = pool.ref_count(b);
-      row[b] = rc > 0 ? static_cast<int16_t>(std::min<int32_t>(rc, INT16_MAX))
-                      : (pool.has_hash(b) ? int16_t{-1} : int16_t{0});
-      map.peak_sharing = std::max(map.peak_sharing, rc);
-    }
+        hit_tokens != rec.num_prefix_hit_tokens)
+      return fail(fmt::format("at step {}: {} used / {} cached blocks and {} prefix-hit tokens, "
+                              "the engine recorded {} / {} and {}",
+                              s, kv_.num_used_blocks(), kv_.num_cached_blocks(), hit_tokens,
+                              rec.num_used_blocks, rec.num_cached_blocks,
+                              rec.num_prefix_hit_tokens));
+    if (snapshot) snapshot(s, kv_.pool());
   }
-  map.available = true;
-  map.num_touched_blocks = touched_;
-  map.num_rows = std::min(rows_, touched_);
-  map.state.resize(static_cast<size_t>(map.num_steps) * map.num_rows);
-  for (int64_t s = 0; s < map.num_steps; ++s)
-    std::copy_n(state.data() + static_cast<size_t>(s) * rows_, map.num_rows,
-                map.state.data() + static_cast<size_t>(s) * map.num_rows);
-  if (touched_ > map.num_rows)
-    map.note = fmt::format("blocks {}..{} not drawn", map.num_rows, touched_ - 1);
-  map.hits = std::move(hits_);
-  return map;
+  return true;
 }
 
 }  // namespace
 
 BlockMap replay_block_map(const RunResult& run, int32_t max_rows) {
+  BlockMap map;
+  map.num_steps = static_cast<int64_t>(run.steps.size());
+  map.num_total_blocks = run.num_kv_blocks;
   if (!run.in_process || run.num_kv_blocks <= 0 || run.block_size <= 0) {
-    BlockMap map;
     map.note = "block map not drawn: the run has no KV pool figures (in-process runs only)";
     return map;
   }
-  Replay replay(run, max_rows);
-  return replay.run();
+  // Pass 1 checks the replay against the step records and finds the blocks it touches; pass
+  // 2 (the same deterministic replay) samples them into rows.
+  Replay first(run);
+  if (!first.replay(nullptr)) {
+    map.note = "block map not drawn: the replay of the schedule diverged: " + first.why();
+    return map;
+  }
+  map.available = true;
+  map.hits = first.hits();
+  map.num_touched_blocks = first.touched();
+  if (map.num_touched_blocks == 0) return map;
+  const int32_t rows = std::max(1, max_rows);
+  map.blocks_per_row = (map.num_touched_blocks + rows - 1) / rows;
+  map.num_rows = (map.num_touched_blocks + map.blocks_per_row - 1) / map.blocks_per_row;
+  map.state.assign(static_cast<size_t>(map.num_steps) * map.num_rows, 0);
+  Replay second(run);
+  second.replay([&](int64_t s, const BlockPool& pool) {
+    int16_t* row = map.state.data() + static_cast<size_t>(s) * map.num_rows;
+    for (int32_t b = 0; b < map.num_touched_blocks; ++b) {
+      const int32_t rc = pool.ref_count(b);
+      map.peak_sharing = std::max(map.peak_sharing, rc);
+      int16_t& cell = row[b / map.blocks_per_row];
+      if (rc > 0) cell = std::max<int16_t>(cell, static_cast<int16_t>(std::min(rc, 32767)));
+      else if (pool.has_hash(b) && cell == 0) cell = -1;
+    }
+  });
+  return map;
 }
 
 }  // namespace llmserve::bench

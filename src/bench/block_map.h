@@ -36,22 +36,28 @@ struct BlockMap {
   int64_t num_steps = 0;
   int32_t num_total_blocks = 0;
   int32_t num_touched_blocks = 0;  // highest block id ever used + 1
-  int32_t num_rows = 0;            // blocks in `state`: ids 0 .. num_rows - 1
-  /// state[step * num_rows + block] after the step: n > 0 = held by n sequences, 0 = free,
-  /// -1 = cached (no holder, K/V kept, evictable).
+  /// Rows: block ids [row * blocks_per_row, (row + 1) * blocks_per_row), blocks_per_row = 1
+  /// unless more than max_rows blocks were touched.
+  int32_t num_rows = 0;
+  int32_t blocks_per_row = 1;
+  /// state[step * num_rows + row] after the step: n > 0 = held by n sequences (the most of
+  /// the row's blocks), 0 = free, -1 = cached (no holder, K/V kept, evictable; for a row of
+  /// several blocks: none held, some cached).
   std::vector<int16_t> state;
   std::vector<AdmissionHit> hits;  // every admission that found cached blocks, in order
-  int32_t peak_sharing = 0;        // most sequences holding one drawn block at once
-  int16_t at(int64_t step, int32_t block) const {
-    return state[static_cast<size_t>(step * num_rows + block)];
+  int32_t peak_sharing = 0;        // most sequences holding one block at once
+  int16_t at(int64_t step, int32_t row) const {
+    return state[static_cast<size_t>(step * num_rows + row)];
   }
 };
 
 /// Replays `run` (in-process: steps, finish_step, every request's prompt_token_ids and
-/// output_token_ids, num_kv_blocks, block_size, prefix_caching) as described above, keeping
-/// blocks 0 .. max_rows - 1 (the pool hands out low ids first, so these are the busy ones).
-/// Never fails: an unavailable map says why in `note` (not in-process, no token ids, or the
-/// replay diverging from the step records, naming the step and the figures).
+/// output_token_ids, num_kv_blocks, block_size, prefix_caching) as described above, once to
+/// check it against every step record and find the blocks it touches (the pool hands out low
+/// ids first, cached blocks last: a long run with a large pool touches many), once more to
+/// sample them into at most max_rows rows. Never fails: an unavailable map says why in `note`
+/// (not in-process, no token ids, or the replay diverging from the step records, naming the
+/// step and the figures).
 BlockMap replay_block_map(const RunResult& run, int32_t max_rows = 256);
 
 }  // namespace llmserve::bench

@@ -286,11 +286,19 @@ void draw_block_map(std::string& out, const BlockMap& map, const RunResult& run,
                        "font-size=\"11\">{}</text>\n", kLeft, l.map_y + 12, escape_xml(why));
     return;
   }
-  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"11\">KV block map: one row "
-                     "per physical block (ids 0-{}{}), coloured by the sequences holding it after "
-                     "each step; most sharing one block: {}</text>\n",
-                     kLeft, l.map_y - 5, map.num_rows - 1,
-                     map.note.empty() ? "" : "; " + escape_xml(map.note), map.peak_sharing);
+  const int32_t per = map.blocks_per_row;
+  auto blocks = [&](int32_t row) {
+    const int32_t lo = row * per, hi = std::min(lo + per, map.num_touched_blocks) - 1;
+    return lo == hi ? fmt::format("block {}", lo) : fmt::format("blocks {}-{}", lo, hi);
+  };
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"11\">KV block map: {} "
+                     "(ids 0-{} of {}), coloured by the sequences holding {} after each step; most "
+                     "sharing one block: {}</text>\n",
+                     kLeft, l.map_y - 5,
+                     per == 1 ? std::string("one row per physical block")
+                              : fmt::format("one row per {} physical blocks", per),
+                     map.num_touched_blocks - 1, map.num_total_blocks,
+                     per == 1 ? "it" : "them (the most of the row)", map.peak_sharing);
   out += fmt::format("<g class=\"block-map\">\n<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" "
                      "height=\"{:.2f}\" fill=\"#f7f7f7\"/>\n", kLeft, l.map_y, w, l.map_h);
   const double h = std::max(l.map_row_h - (l.map_row_h >= 4 ? 1.0 : 0.0), 0.5);
@@ -303,10 +311,10 @@ void draw_block_map(std::string& out, const BlockMap& map, const RunResult& run,
       while (e < map.num_steps && map.at(e, b) == st) ++e;
       if (st != 0)
         out += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" "
-                           "fill=\"{}\"><title>block {}, steps {}-{}: {}</title></rect>\n",
+                           "fill=\"{}\"><title>{}, steps {}-{}: {}</title></rect>\n",
                            kLeft + l.cell_w * static_cast<double>(s), y,
-                           l.cell_w * static_cast<double>(e - s), h, block_fill(st), b, s, e - 1,
-                           block_state_text(st));
+                           l.cell_w * static_cast<double>(e - s), h, block_fill(st), blocks(b), s,
+                           e - 1, block_state_text(st));
       s = e;
     }
   }
@@ -316,7 +324,7 @@ void draw_block_map(std::string& out, const BlockMap& map, const RunResult& run,
   for (int32_t b = 0; b < map.num_rows; b += every)
     out += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" font-size=\"9\" text-anchor=\"end\">"
                        "block {}</text>\n",
-                       kLeft - 4, l.map_y + l.map_row_h * (b + 0.5) + 3, b);
+                       kLeft - 4, l.map_y + l.map_row_h * (b + 0.5) + 3, b * per);
 }
 
 void draw_axis(std::string& out, const RunResult& run, const Layout& l) {

@@ -185,6 +185,31 @@ TEST(BenchBlockMap, ReplayFollowsPreemptionsAndCachingOff) {
   }
 }
 
+TEST(BenchBlockMap, ReplayFollowsEveryBatchingMode) {
+  // The scheduler's other orders: static batches, and whole prefills first (admissions before
+  // decodes), each with preemptions in a 12-block pool.
+  for (int mode = 0; mode < 2; ++mode) {
+    EngineConfig c;
+    c.model_path = std::string(LLMSERVE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+    c.scheduler.max_model_len = 512;
+    c.scheduler.check_invariants = true;
+    c.scheduler.max_num_seqs = 6;
+    c.cache.num_kv_blocks = 12;
+    c.num_threads = 1;
+    if (mode == 0) c.scheduler.batching = BatchingMode::kStatic;
+    else c.scheduler.enable_chunked_prefill = false;
+    auto engine = LLMEngine::create(c);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    auto reqs = make_multi_turn_workload({4, 2, 20, 20, 3}, vocab_info((*engine)->tokenizer()), false);
+    ASSERT_TRUE(reqs.ok());
+    auto run = run_in_process(**engine, *reqs, {});
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    EXPECT_GT(*compute_metrics(*run).num_preemptions, 0) << mode;
+    const BlockMap map = replay_block_map(*run);
+    EXPECT_TRUE(map.available) << mode << ": " << map.note;
+  }
+}
+
 TEST(BenchBlockMap, TimelineMarksHitsAndDrawsTheMap) {
   const RunResult run = run_multi_turn(true);
   ASSERT_FALSE(run.steps.empty());
