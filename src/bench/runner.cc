@@ -23,18 +23,18 @@ EngineRequest to_engine_request(const BenchRequest& b, std::vector<int32_t> prom
 
 /// The prompt request `i` will have when each earlier turn generated its full output_len
 /// (ignore_eos makes that exact unless max_model_len stops it, which check_request refuses):
-/// the earlier turns' ids with their outputs stood in for by a valid id.
+/// the earlier turns' ids with their outputs stood in for by a valid id. Every `follows`
+/// names an earlier request (check_follow_ups), so the chain ends.
 std::vector<int32_t> longest_prompt(const std::vector<BenchRequest>& requests, size_t i) {
   std::vector<size_t> chain;
-  for (int64_t k = static_cast<int64_t>(i); k >= 0; k = requests[static_cast<size_t>(k)].follows) {
+  for (int64_t k = static_cast<int64_t>(i); k >= 0; k = requests[static_cast<size_t>(k)].follows)
     chain.push_back(static_cast<size_t>(k));
-    if (chain.size() > requests.size()) break;  // a cycle: check_all refuses it
-  }
   std::vector<int32_t> prompt;
   for (size_t c = chain.size(); c-- > 0;) {
     const BenchRequest& b = requests[chain[c]];
     prompt.insert(prompt.end(), b.prompt_token_ids.begin(), b.prompt_token_ids.end());
-    if (c > 0 && !prompt.empty()) prompt.insert(prompt.end(), static_cast<size_t>(b.output_len), prompt.back());
+    if (c > 0 && !prompt.empty())
+      prompt.insert(prompt.end(), static_cast<size_t>(b.output_len), prompt.back());
   }
   return prompt;
 }
