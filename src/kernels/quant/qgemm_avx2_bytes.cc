@@ -47,6 +47,17 @@ LLMS_QINLINE __m256i scale_pair16(const uint8_t* a, const uint8_t* b) {
   return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, y));
 }
 
+/// sum_p vpmaddwd(pairs[p], broadcast (v[2p], v[2p + 1])): column c's dot of its N int16
+/// pairs with the N value pairs of v, in int32.
+template <int N>
+LLMS_QINLINE __m256i pair_dots(const __m256i* pairs, const int16_t* v) {
+  __m256i acc = _mm256_setzero_si256();
+  #pragma GCC unroll 8
+  for (int p = 0; p < N; ++p)
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs[p], bcast_pair16(v + 2 * p)));
+  return acc;
+}
+
 /// Min sub-block rows (8 columns each) -> 16 int16 lanes interleaved (column c: a, b).
 LLMS_QINLINE __m256i min_pair16(const uint8_t* a, const uint8_t* b) {
   const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
@@ -180,10 +191,7 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
                                 rec + lay.sub + (2 * p + 1) * kTileCols + h * 8);
         #pragma GCC unroll 4
         for (int r = 0; r < MR; ++r) {
-          __m256i off = _mm256_setzero_si256();
-          #pragma GCC unroll 8
-          for (int p = 0; p < 8; ++p)
-            off = _mm256_add_epi32(off, _mm256_madd_epi16(sp2[p], bcast_pair16(bsum[r] + 2 * p)));
+          const __m256i off = pair_dots<8>(sp2, bsum[r]);
           const __m256i isum = _mm256_sub_epi32(bacc[r][hh], _mm256_slli_epi32(off, 5));
           float* f = facc + r * kTileCols + h * 8;
           _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
@@ -199,14 +207,8 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
                              rec + lay.min + (2 * p + 1) * kTileCols + h * 8);
         #pragma GCC unroll 4
         for (int r = 0; r < MR; ++r) {
-          __m256i mlo = _mm256_setzero_si256(), mhi = _mm256_setzero_si256();
-          #pragma GCC unroll 4
-          for (int p = 0; p < 4; ++p) {
-            mlo = _mm256_add_epi32(mlo, _mm256_madd_epi16(mp[p], bcast_pair16(bs[r] + 2 * p)));
-            mhi = _mm256_add_epi32(mhi,
-                                   _mm256_madd_epi16(mp[p], bcast_pair16(bs[r] + 16 + 2 * p)));
-          }
-          const __m256i mn = _mm256_add_epi32(mlo, _mm256_slli_epi32(mhi, 9));
+          const __m256i mn = _mm256_add_epi32(pair_dots<4>(mp, bs[r]),
+                                              _mm256_slli_epi32(pair_dots<4>(mp, bs[r] + 16), 9));
           float* f = facc + r * kTileCols + h * 8;
           __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bacc[r][hh]), _mm256_mul_ps(d, s[r]),
                                        _mm256_loadu_ps(f));

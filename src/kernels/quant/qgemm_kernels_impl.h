@@ -46,15 +46,6 @@ LLMS_QINLINE typename V::iv bit_to(typename V::iv h) {
   else if constexpr (J == To) return V::and_(h, mask);
   else return V::and_(V::template srli<J - To>(h), mask);
 }
-/// Bits 2J..2J+1 of each lane moved to bits To..To+1.
-template <class V, int J, int To>
-LLMS_QINLINE typename V::iv crumb_to(typename V::iv h) {
-  const auto mask = V::set1_16(static_cast<int16_t>(3 << To));
-  if constexpr (2 * J < To) return V::and_(V::template slli<To - 2 * J>(h), mask);
-  else if constexpr (2 * J == To) return V::and_(h, mask);
-  else return V::and_(V::template srli<2 * J - To>(h), mask);
-}
-
 /// Bits From..From+1 of each lane moved to bits To..To+1.
 template <class V, int From, int To>
 LLMS_QINLINE typename V::iv bits2_to(typename V::iv h) {
@@ -62,6 +53,11 @@ LLMS_QINLINE typename V::iv bits2_to(typename V::iv h) {
   if constexpr (From < To) return V::and_(V::template slli<To - From>(h), mask);
   else if constexpr (From == To) return V::and_(h, mask);
   else return V::and_(V::template srli<From - To>(h), mask);
+}
+/// Bits 2J..2J+1 of each lane moved to bits To..To+1.
+template <class V, int J, int To>
+LLMS_QINLINE typename V::iv crumb_to(typename V::iv h) {
+  return bits2_to<V, 2 * J, To>(h);
 }
 
 /// IQ4_NL codebook + 128 as unsigned bytes, repeated in every 128-bit lane (pshufb table).
