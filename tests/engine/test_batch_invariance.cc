@@ -183,7 +183,9 @@ Result run_in_crowd(const ModelCase& m, Mode mode, std::optional<DType> kv_dtype
   };
   add_others(40);
   return run(e, [&](int32_t step) {
-    if (step == kTargetStep) EXPECT_TRUE(e.add_request(kTarget, target_request(mode)).ok());
+    if (step == kTargetStep) {
+      EXPECT_TRUE(e.add_request(kTarget, target_request(mode)).ok());
+    }
     if (step >= 3) add_others(5);
   });
 }

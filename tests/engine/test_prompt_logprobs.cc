@@ -96,7 +96,9 @@ TEST_P(PromptLogprobs, MatchNumpyReferenceAndArriveOnce) {
   ASSERT_TRUE(engine);
   constexpr int32_t kTop = 5;
   const std::vector<Result> results = run(*engine, ids, kTop, c.requests);
-  if (c.num_kv_blocks > 0) EXPECT_GT(engine->stats().num_preemptions_total, 0);
+  if (c.num_kv_blocks > 0) {
+    EXPECT_GT(engine->stats().num_preemptions_total, 0);
+  }
   for (const Result& got : results) {
     EXPECT_EQ(got.outputs_with_prompt_logprobs, 1);
     ASSERT_EQ(got.prompt_logprobs.size(), ids.size() - 1);

@@ -104,7 +104,9 @@ TEST(Streaming, NChoicesAreInterleavedByIndexEachWithItsOwnFinish) {
         chat ? fake_encode("user: Hi\nassistant:", true) : ids;
     for (int i = 0; i < 3; ++i) {
       EXPECT_EQ(finishes[i], 1);
-      if (chat) EXPECT_EQ(roles[i], 1);
+      if (chat) {
+        EXPECT_EQ(roles[i], 1);
+      }
       EXPECT_EQ(text[i], expected_fake_text(prompt, 4));
     }
     const json& last = s.chunks.back();
