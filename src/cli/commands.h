@@ -193,6 +193,25 @@ class TokenizeCommand {
   bool json_ = false;
 };
 
+/// llmserve grammar-check: accept/reject instance files under a constraint, token by token.
+class GrammarCheckCommand {
+ public:
+  explicit GrammarCheckCommand(CLI::App& app);
+  bool parsed() const { return cmd_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* cmd_;
+  std::string tokenizer_path_;
+  std::string json_schema_path_;
+  std::string regex_;
+  std::string grammar_path_;
+  std::vector<std::string> choices_;
+  std::vector<std::string> instances_;
+  bool disable_any_whitespace_ = false;
+  bool json_ = false;
+};
+
 /// Workload flags shared by `bench` and `bench serve`.
 struct BenchWorkloadFlags {
   int num_prompts = 100;            // requests

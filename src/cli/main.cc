@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   llmserve::cli::DequantizeCommand dequantize(app);
   llmserve::cli::TokenizeCommand tokenize(app);
   llmserve::cli::RenderChatCommand render_chat(app);
+  llmserve::cli::GrammarCheckCommand grammar_check(app);
   std::string command_line = "llmserve";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   llmserve::cli::BenchCommand bench(app, command_line);
@@ -48,5 +49,6 @@ int main(int argc, char** argv) {
   if (dequantize.parsed()) return dequantize.run();
   if (tokenize.parsed()) return tokenize.run();
   if (render_chat.parsed()) return render_chat.run();
+  if (grammar_check.parsed()) return grammar_check.run();
   return 1;
 }

@@ -1,5 +1,7 @@
 #include "structured_output/gbnf.h"
 
+#include "structured_output/json_grammar_parts.h"
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -154,14 +156,22 @@ void ExprLowering::lower_into(const Expr& e, Sequence& out) {
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       charge(e.text.size());
-      if (!over) b_.append_literal(e.text, out);
+      if (!over) {
+        if (json_string_) {
+          append_json_string_literal(b_, e.text, out);
+        } else {
+          b_.append_literal(e.text, out);
+        }
+      }
       return;
     case Expr::Kind::kClass:
       charge(8 * (e.ranges.size() + 1));
-      out.push_back(over ? nothing() : b_.codepoint_class(e.ranges, e.negated));
+      out.push_back(over ? nothing()
+                         : json_string_ ? json_string_class(b_, e.ranges, e.negated)
+                                        : b_.codepoint_class(e.ranges, e.negated));
       return;
     case Expr::Kind::kAny:
-      out.push_back(b_.any_codepoint());
+      out.push_back(json_string_ ? json_string_class(b_, {}, true) : b_.any_codepoint());
       return;
     case Expr::Kind::kRef: out.push_back(Element::rule(rule_ids_[e.rule])); return;
     case Expr::Kind::kSequence:

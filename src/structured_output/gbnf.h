@@ -82,6 +82,9 @@ class ExprLowering {
   ExprLowering(GrammarBuilder& b, std::vector<const Expr*> rules, std::vector<uint32_t> rule_ids,
                size_t max_elements);
 
+  /// Lowers code points as they are written inside a JSON string (json_string_class): for a
+  /// JSON Schema `pattern`, whose regex constrains the decoded string.
+  void set_json_string(bool on) { json_string_ = on; }
   /// Names helper rules after `hint` (e.g. the rule being defined).
   void set_hint(std::string_view hint) { hint_ = hint; }
   /// Adds `body`'s alternatives (a kChoice's children, else `body` itself) to `rule`.
@@ -109,6 +112,7 @@ class ExprLowering {
   std::vector<char> rule_nullable_;
   std::unordered_map<uint32_t, uint32_t> nonempty_rules_;  // rule table index -> builder rule
   std::string hint_ = "expr";
+  bool json_string_ = false;
   size_t max_elements_;
   size_t num_charged_ = 0;
 };

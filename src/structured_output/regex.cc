@@ -1,5 +1,7 @@
 #include "structured_output/regex.h"
 
+#include "structured_output/json_grammar_parts.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -411,6 +413,8 @@ Expected<Element> compile_regex(std::string_view pattern, GrammarBuilder& b, con
   LLMS_RETURN_IF_ERROR(parser.parse(branches));
   ExprLowering lowering(b, {}, {}, options.limits.max_elements);
   lowering.set_hint("regex");
+  lowering.set_json_string(options.json_string);
+  Element any = options.json_string ? json_string_class(b, {}, true) : b.any_codepoint();
   // Branches with the same anchors share one .* prefix / suffix (search mode).
   std::vector<Sequence> alts;
   for (int anchors = 0; anchors < 4; ++anchors) {
@@ -422,9 +426,9 @@ Expected<Element> compile_regex(std::string_view pattern, GrammarBuilder& b, con
     }
     if (group.empty()) continue;
     Sequence seq;
-    if (options.search && !start) seq.push_back(b.star(b.any_codepoint()));
+    if (options.search && !start) seq.push_back(b.star(any));
     lowering.lower_into(Expr::choice(std::move(group)), seq);
-    if (options.search && !end) seq.push_back(b.star(b.any_codepoint()));
+    if (options.search && !end) seq.push_back(b.star(any));
     alts.push_back(std::move(seq));
     if (!options.search) break;
   }

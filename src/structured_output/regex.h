@@ -37,6 +37,9 @@ struct RegexOptions {
   /// (newlines included), except on a side where the alternative is anchored with ^ or $.
   /// false: the whole string must match (vLLM `regex`); ^ and $ are then no-ops.
   bool search = false;
+  /// Match the text as written inside a JSON string (escapes where JSON requires them), for a
+  /// JSON Schema `pattern`: the regex constrains the decoded string, the grammar its JSON text.
+  bool json_string = false;
   GrammarLimits limits{};
 };
 

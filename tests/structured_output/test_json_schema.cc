@@ -1,0 +1,132 @@
+// JSON Schema compiler: refusals name the keyword and path; integer ranges and dates checked
+// against direct computation; patterns lowered onto JSON string text; the grammar-check CLI.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "structured_output/constraint.h"
+#include "structured_output/json_schema.h"
+#include "structured_output/matcher.h"
+
+namespace llmserve::structured_output {
+namespace {
+
+std::shared_ptr<const CompiledGrammar> schema(const char* text) {
+  ConstraintSpec spec;
+  spec.text = text;
+  auto c = compile_constraint(spec);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : nullptr;
+}
+
+TEST(JsonSchema, RefusalsNameKeywordAndPath) {
+  for (auto [text, needle] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"not":{"type":"string"}})", "keyword 'not' at '/'"},
+           {R"({"properties":{"a":{"type":"array","uniqueItems":true}}})", "keyword 'uniqueItems' at '/properties/a'"},
+           {R"({"type":"string","format":"uri"})", "format 'uri' has no grammar"},
+           {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})", "keyword 'oneOf'"},
+           {R"({"$ref":"http://example.com/s.json"})", "keyword '$ref'"},
+           {R"({"type":"number","minimum":0.5})", "keyword 'minimum'"},
+           {R"({"type":"strin"})", "'strin' at '/' is not a JSON type"},
+           {R"({"type":"object"} trailing)", "not valid JSON"}}) {
+    ConstraintSpec spec;
+    spec.text = text;
+    auto c = compile_constraint(spec);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(JsonSchema, IntegerRangesAgainstArithmetic) {
+  for (auto [lo, hi] : std::vector<std::pair<int, int>>{{-120, 37}, {5, 5}, {-9, -3}, {0, 1000}, {17, 203}}) {
+    std::string text = "{\"type\":\"integer\",\"minimum\":" + std::to_string(lo) + ",\"maximum\":" + std::to_string(hi) + "}";
+    auto g = schema(text.c_str());
+    for (int v = -1100; v <= 1100; ++v) {
+      ASSERT_EQ(grammar_accepts(g, std::to_string(v)), v >= lo && v <= hi) << text << " v=" << v;
+    }
+    EXPECT_FALSE(grammar_accepts(g, "007"));
+    EXPECT_FALSE(grammar_accepts(g, "-0"));
+  }
+}
+
+TEST(JsonSchema, BoundedNumbersAgainstArithmetic) {
+  auto g = schema(R"({"type":"number","exclusiveMinimum":-2,"maximum":3})");
+  for (int i = -400; i <= 400; ++i) {
+    for (const char* frac : {"", ".0", ".5", ".25", ".05"}) {
+      int whole = std::abs(i) / 100;
+      std::string text = (i < 0 ? "-" : "") + std::to_string(whole) + frac;
+      double v = std::stod(text);
+      bool want = v > -2 && v <= 3 && !(text[0] == '-' && v == 0);  // "-0..." is never produced
+      ASSERT_EQ(grammar_accepts(g, text), want) << text;
+    }
+  }
+}
+
+TEST(JsonSchema, DatesKnowMonthLengthsAndLeapYears) {
+  auto g = schema(R"({"type":"string","format":"date"})");
+  EXPECT_TRUE(grammar_accepts(g, "\"2024-02-29\""));
+  EXPECT_TRUE(grammar_accepts(g, "\"2000-02-29\""));
+  EXPECT_FALSE(grammar_accepts(g, "\"1900-02-29\""));
+  EXPECT_FALSE(grammar_accepts(g, "\"2023-02-29\""));
+  EXPECT_FALSE(grammar_accepts(g, "\"2023-04-31\""));
+  EXPECT_TRUE(grammar_accepts(g, "\"2023-12-31\""));
+  EXPECT_FALSE(grammar_accepts(g, "\"0000-01-01\""));
+}
+
+TEST(JsonSchema, PatternConstrainsTheDecodedString) {
+  // ".+" must not run past the closing quote; a quote inside is written \" in JSON.
+  auto g = schema(R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x.+$"},"b":{"type":"integer"}},"additionalProperties":false})");
+  EXPECT_TRUE(grammar_accepts(g, R"({"a": "xy", "b": 1})"));
+  EXPECT_TRUE(grammar_accepts(g, R"({"a": "x\"q"})"));
+  EXPECT_FALSE(grammar_accepts(g, R"({"a": "x", "b": 1})"));
+  EXPECT_FALSE(grammar_accepts(g, R"({"a": "xy", "b": 1, "c": 2})"));
+  EXPECT_FALSE(grammar_accepts(g, R"({"a": "xy", "b": "1"})"));
+}
+
+TEST(JsonSchema, AllOfKeepsEachPartsAdditionalProperties) {
+  auto g = schema(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"additionalProperties":false},
+                               {"properties":{"b":{"type":"integer"}}}]})");
+  EXPECT_TRUE(grammar_accepts(g, R"({"a": 1})"));
+  EXPECT_FALSE(grammar_accepts(g, R"({"a": 1, "b": 2})"));  // b is additional for the first part
+}
+
+TEST(JsonSchema, WhitespaceIsBounded) {
+  auto g = schema(R"({"type":"object"})");
+  EXPECT_TRUE(grammar_accepts(g, "{\n    \"k\": [1, 2]\n}"));
+  EXPECT_FALSE(grammar_accepts(g, "{" + std::string(40, ' ') + "}"));
+}
+
+TEST(GrammarCheckCli, AcceptRejectAndRefusal) {
+  const std::string dir = testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + name) << text;
+    return dir + name;
+  };
+  std::string s = write("s.json", R"({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]})");
+  std::string good = write("good.json", R"({"n": 12})");
+  std::string bad = write("bad.json", R"({"n": "12"})");
+  std::string refused = write("refused.json", R"({"not":{}})");
+  std::string tok = std::string(LLMSERVE_SHARED_DIR) + "/testdata/tokenizer/hf-llama3";
+  auto run = [&](const std::string& args, int& rc) {
+    std::string out;
+    FILE* p = popen((std::string(LLMSERVE_BIN) + " grammar-check --tokenizer " + tok + " " + args + " 2>&1").c_str(), "r");
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    rc = WEXITSTATUS(pclose(p));
+    return out;
+  };
+  int rc = 0;
+  std::string out = run("--json-schema " + s + " " + good + " " + bad, rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("accept " + good), std::string::npos) << out;
+  EXPECT_NE(out.find("reject " + bad), std::string::npos) << out;
+  out = run("--json-schema " + refused + " " + good, rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("keyword 'not'"), std::string::npos) << out;
+  out = run("--choice yes --choice no " + write("yes.txt", "yes"), rc);
+  EXPECT_NE(out.find("accept"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace llmserve::structured_output
