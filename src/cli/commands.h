@@ -37,6 +37,9 @@ class ServeCommand {
   double shutdown_timeout_s_ = 30;
   bool disable_log_requests_ = false;
   bool ignore_unknown_fields_ = false;
+  std::string tool_call_parser_;   // --tool-call-parser
+  bool enable_auto_tool_choice_ = false;
+  std::string reasoning_parser_;   // --reasoning-parser
 };
 
 class GenerateCommand {

@@ -9,11 +9,16 @@
 #include <cstdio>
 #include <thread>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "engine/async_engine.h"
 #include "server/builtin_chat_template.h"
 #include "server/http_server.h"
+#include "server/tool_parsers/reasoning_parser.h"
+#include "server/tool_parsers/tool_parser_registry.h"
 
 namespace llmserve::cli {
 
@@ -53,6 +58,17 @@ ServeCommand::ServeCommand(CLI::App& app) {
                  "Accept request fields in no schema llmserve knows (a warning per name, once, "
                  "and the names in the X-LLMServe-Ignored-Fields response header) instead of "
                  "answering 400 'Unrecognized request argument supplied'");
+  cmd_->add_option("--tool-call-parser", tool_call_parser_,
+                   "Tool-call format of the model's output for tool_choice \"auto\" (vLLM's "
+                   "names: " + fmt::format("{}", fmt::join(tool_parsers::tool_parser_names(), ", ")) +
+                   "); default: detected from the chat template");
+  cmd_->add_flag("--enable-auto-tool-choice", enable_auto_tool_choice_,
+                 "Require a tool-call format (--tool-call-parser or one detected from the chat "
+                 "template) at start-up; tool_choice \"auto\" works whenever one is known");
+  cmd_->add_option("--reasoning-parser", reasoning_parser_,
+                   "Split <think>...</think> (or [THINK]) reasoning into "
+                   "message.reasoning_content: " +
+                       fmt::format("{}", fmt::join(tool_parsers::reasoning_parser_names(), ", ")));
 }
 
 int ServeCommand::run() {
@@ -88,14 +104,28 @@ int ServeCommand::run() {
   sc.max_request_body_bytes = static_cast<size_t>(max_request_body_bytes_);
   sc.log_requests = !disable_log_requests_;
   sc.ignore_unknown_fields = ignore_unknown_fields_;
+  if (cmd_->count("--tool-call-parser") > 0)
+    if (auto p = tool_parsers::make_tool_parser(tool_call_parser_); !p.ok())
+      return fail(InvalidArgument("--tool-call-parser: {}", p.status().message()));
+  if (cmd_->count("--reasoning-parser") > 0)
+    if (auto p = tool_parsers::make_reasoning_parser(reasoning_parser_); !p.ok())
+      return fail(InvalidArgument("--reasoning-parser: {}", p.status().message()));
+  sc.chat_output.tool_call_parser = tool_call_parser_;
+  sc.chat_output.enable_auto_tool_choice = enable_auto_tool_choice_;
+  sc.chat_output.reasoning_parser = reasoning_parser_;
   if (Status st = sc.validate(); !st.ok()) return fail(st);  // before the (slow) model load
 
   sc.chat_template = chat_template_;
   auto engine = LLMEngine::create(config_);
   if (!engine.ok()) return fail(engine.status());
   // A template that does not parse is a start-up error, not a 400 on every chat request.
-  if (auto tpl = resolve_chat_template(chat_template_, **engine, nullptr); !tpl.ok())
-    return fail(tpl.status());
+  auto tpl = resolve_chat_template(chat_template_, **engine, nullptr);
+  if (!tpl.ok()) return fail(tpl.status());
+  if (enable_auto_tool_choice_ && tool_call_parser_.empty() &&
+      !tool_parsers::detect_tool_parser(tpl->source()))
+    return fail(InvalidArgument("--enable-auto-tool-choice needs a tool-call format: the chat "
+                                "template shows none llmserve recognises; add "
+                                "--tool-call-parser NAME"));
   AsyncEngine async_engine(std::move(*engine), max_waiting_);
   HttpServer server(async_engine, sc);
   if (Status st = server.bind(); !st.ok()) return fail(st);

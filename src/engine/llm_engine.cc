@@ -19,6 +19,7 @@
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/structured_output_manager.h"
 #include "kernels/gemm.h"
 #include "kernels/quant/qgemm.h"
 #include "kv_cache/kv_cache_manager.h"
@@ -87,6 +88,7 @@ class EngineCore final : public LLMEngine {
   LogitsProcessorScratch processor_scratch_;
   std::vector<float> restricted_logits_;  // logit_bias / allowed_token_ids applied
   std::vector<uint8_t> allowed_scratch_;
+  std::unique_ptr<StructuredOutputManager> structured_;  // grammar masks (tokenizer's vocabulary)
   EngineStats counters_;
   StepRecord last_step_;
   std::vector<uint8_t> is_decode_scratch_;  // per scheduled sequence, for record_step
@@ -99,6 +101,7 @@ Status EngineCore::init(const EngineConfig& config) {
   const ModelConfig& mc = model_file_->config();
   LLMS_ASSIGN_OR_RETURN(tokenizer_, load_model_tokenizer(config_, *model_file_));
   LLMS_ASSIGN_OR_RETURN(chat_template_, find_model_chat_template(config_, *model_file_));
+  structured_ = std::make_unique<StructuredOutputManager>(*tokenizer_);
   LLMS_ASSIGN_OR_RETURN(generation_,
                         resolve_generation_config(config_.generation_config, *model_file_));
   if (config_.served_model_name.empty()) config_.served_model_name = mc.name;
@@ -358,23 +361,43 @@ std::vector<RequestOutput> EngineCore::step() {
       row = restricted_logits_.data();
     }
     const float* raw_row = row;
-    if (needs_logits_processing(req.params, req.num_output_tokens())) {
-      // Penalties and min_tokens masking work on a copy; the runner's logits stay raw.
+    const bool constrained = StructuredOutputManager::constrains(req);
+    if (constrained || needs_logits_processing(req.params, req.num_output_tokens())) {
+      // Penalties, min_tokens and the grammar mask work on a copy; the runner's logits stay
+      // raw.
       std::vector<float>& buf = processor_scratch_.logits;
       buf.assign(row, row + logits.vocab_size);
       const std::span<const int32_t> all(req.token_ids);
-      apply_logits_processors(buf.data(), logits.vocab_size, req.params,
-                              all.first(req.num_prompt_tokens),
-                              all.subspan(req.num_prompt_tokens), tokenizer_->eos_id(),
-                              processor_scratch_);
+      if (needs_logits_processing(req.params, req.num_output_tokens()))
+        apply_logits_processors(buf.data(), logits.vocab_size, req.params,
+                                all.first(req.num_prompt_tokens),
+                                all.subspan(req.num_prompt_tokens), tokenizer_->eos_id(),
+                                processor_scratch_);
       row = buf.data();
+      if (constrained && structured_->apply_mask(req, buf.data(), logits.vocab_size) == 0) {
+        // Nothing the grammar allows can be written (the vocabulary cannot spell it, or
+        // min_tokens / allowed_token_ids exclude it): end the request rather than write a
+        // token the grammar refuses. "abort": the output is incomplete and not a length cut.
+        finish(req, FinishReason::kAbort);
+        spdlog::warn("request {}: no token allowed by its grammar after {} output tokens; "
+                     "aborted", req.request_id, req.num_output_tokens());
+        outputs.push_back(make_output(req, {}));
+        requests_.erase(s.request_id);
+        continue;
+      }
     }
     const int32_t token =
         sample_token(row, logits.vocab_size, req.params, req.rng, sample_scratch_);
     ++counters_.generation_tokens_total;
     if (req.timing.first_token_time == 0) req.timing.first_token_time = now;
     req.timing.last_token_time = now;
-    const FinishReason reason = append_token(req, token, *tokenizer_, max_model_len_);
+    FinishReason reason = append_token(req, token, *tokenizer_, max_model_len_);
+    // A grammar that allows no further byte ends the sequence here (its EOS would be the only
+    // choice next step). A length cut that lands on the last byte stays "length" only when the
+    // grammar did not end: an output the grammar completed is a stop.
+    if (req.grammar && structured_->accept_token(req, token) &&
+        (reason == FinishReason::kNone || reason == FinishReason::kLength))
+      reason = FinishReason::kStop;
     if (reason != FinishReason::kNone) finish(req, reason);
     RequestOutput out = make_output(req, {token});
     if (req.num_output_tokens() == 1 && req.params.prompt_logprobs >= 0)

@@ -15,6 +15,9 @@ Request::Request(int64_t id, EngineRequest req, const Tokenizer& tokenizer, uint
   priority = req.priority;
   cache_salt = std::move(req.cache_salt);
   use_prefix_cache = req.use_prefix_cache;
+  if (req.grammar)
+    grammar = std::make_unique<GrammarState>(std::move(req.grammar),
+                                             std::move(req.grammar_start_after_ids));
 }
 
 }  // namespace llmserve
@@ -26,6 +29,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kToolCalls: return "tool_calls";
     case FinishReason::kNone: break;
   }
   return "";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/request_output.h"
+#include "engine/structured_output_manager.h"
 #include "kv_cache/block_hash.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -43,6 +44,8 @@ struct Request {
   /// params.prompt_logprobs >= 0: entries for prompt positions 1.. computed so far (cleared
   /// when a preempted prefill restarts); moved into the first output.
   std::vector<TokenLogprobs> prompt_logprobs;
+  /// Structured outputs: this sequence's grammar state (null = unconstrained).
+  std::unique_ptr<GrammarState> grammar;
 
   // Output processing: incremental detokenization and stop strings.
   IncrementalDetokenizer detokenizer;

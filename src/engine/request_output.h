@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,10 +10,15 @@
 #include "sampling/sampling_params.h"
 
 namespace llmserve {
+namespace structured_output {
+class CompiledGrammar;
+}
 
-enum class FinishReason { kNone, kStop, kLength, kAbort };
+/// kToolCalls is never produced by the engine: the server reports a stop whose output parsed
+/// into tool calls as "tool_calls" (OpenAI's finish_reason).
+enum class FinishReason { kNone, kStop, kLength, kAbort, kToolCalls };
 
-/// "stop", "length", "abort" (OpenAI finish_reason spelling), "" for kNone.
+/// "stop", "length", "abort", "tool_calls" (OpenAI finish_reason spelling), "" for kNone.
 const char* finish_reason_name(FinishReason r);
 
 /// A tokenized request as submitted to the engine.
@@ -28,6 +34,12 @@ struct EngineRequest {
   /// False: this request computes its whole prompt (no prefix-cache lookup; llama.cpp's
   /// cache_prompt). Its blocks are still indexed for later requests.
   bool use_prefix_cache = true;
+  /// Structured outputs: the grammar the output must follow (structured_output/constraint.h
+  /// compiles it), or null. Each sample of an n > 1 request gets its own matcher.
+  std::shared_ptr<const structured_output::CompiledGrammar> grammar;
+  /// With `grammar`: the token ids that end a reasoning span ("</think>"); the grammar
+  /// constrains only what follows them. Empty = from the first output token.
+  std::vector<int32_t> grammar_start_after_ids;
 };
 
 /// Per-request timing, seconds on the now_seconds() clock (0 = not yet).

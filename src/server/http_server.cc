@@ -323,7 +323,7 @@ HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
               config.served_model_name.empty() ? engine_in.engine().served_model_name()
                                                : config.served_model_name,
               resolve_or_builtin(config.chat_template, engine_in.engine()),
-              config.ignore_unknown_fields) {
+              config.ignore_unknown_fields, config.chat_output) {
   setup();
 }
 

@@ -26,6 +26,8 @@
 #include <memory>
 #include <string>
 
+#include "server/chat_output.h"
+
 #include "common/status.h"
 
 namespace llmserve {
@@ -55,6 +57,8 @@ struct ServerConfig {
   /// --ignore-unknown-fields: request fields in no known schema are ignored (logged once per
   /// name, listed in X-LLMServe-Ignored-Fields) instead of a 400 (request_policy.h).
   bool ignore_unknown_fields = false;
+  /// --tool-call-parser, --enable-auto-tool-choice, --reasoning-parser (server/chat_output.h).
+  ChatOutputConfig chat_output;
   /// Seconds an idle keep-alive connection is kept open waiting for its next request.
   int keep_alive_timeout_s = 5;
   /// Seconds one socket read (request line, headers, body) or write may block.

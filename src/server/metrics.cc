@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "structured_output/stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -19,6 +21,17 @@ void Histogram::observe(double value) {
   ++bucket_counts_[i];
   sum_ += value;
   ++count_;
+}
+
+Histogram Histogram::from_counts(std::vector<double> upper_bounds,
+                               const std::vector<uint64_t>& bucket_counts, double sum,
+                               uint64_t count) {
+  Histogram h(std::move(upper_bounds));
+  for (size_t i = 0; i < h.bucket_counts_.size() && i < bucket_counts.size(); ++i)
+    h.bucket_counts_[i] = bucket_counts[i];
+  h.sum_ = sum;
+  h.count_ = count;
+  return h;
 }
 
 void Histogram::render(const std::string& name, const std::string& labels,
@@ -306,7 +319,38 @@ std::string ServerMetrics::render(const EngineStats& stats, const std::string& m
     add_header(h.name, "histogram", h.help, &out);
     h.histogram->render(h.name, labels, &out);
   }
+  render_structured_output(labels, &out);
   return out;
+}
+
+void render_structured_output(const std::string& labels, std::string* out) {
+  const structured_output::StatsSnapshot so = structured_output::stats_snapshot();
+  const struct {
+    const char* name;
+    const char* help;
+    const structured_output::HistogramCounts* h;
+  } histograms[] = {
+      {"llmserve:structured_output_compile_seconds",
+       "Histogram of grammar compile time in seconds (constraints not found in the cache, "
+       "refused ones included).",
+       &so.compile_seconds},
+      {"llmserve:structured_output_mask_seconds",
+       "Histogram of the time to compute one token mask of a constrained sequence, in seconds.",
+       &so.mask_seconds},
+  };
+  for (const auto& h : histograms) {
+    add_header(h.name, "histogram", h.help, out);
+    Histogram::from_counts(h.h->upper_bounds, h.h->bucket_counts, h.h->sum, h.h->count)
+        .render(h.name, labels, out);
+  }
+  add_header("llmserve:structured_output_refused_total", "counter",
+             "Constraints refused with a 400, by the JSON Schema keyword (or the constraint "
+             "kind: regex, grammar, ...) the error names.",
+             out);
+  for (const auto& [keyword, count] : so.refused)
+    add_sample("llmserve:structured_output_refused_total",
+               fmt::format("{},keyword=\"{}\"", labels, prometheus_label_value(keyword)),
+               static_cast<double>(count), out);
 }
 
 }  // namespace llmserve

@@ -57,6 +57,11 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);  // ascending, without +Inf
 
+  /// A histogram already holding `bucket_counts` (per bucket, not cumulative, +Inf last).
+  static Histogram from_counts(std::vector<double> upper_bounds,
+                               const std::vector<uint64_t>& bucket_counts, double sum,
+                               uint64_t count);
+
   void observe(double value);
   uint64_t count() const { return count_; }
   double sum() const { return sum_; }
@@ -73,6 +78,11 @@ class Histogram {
 };
 
 // Bucket upper bounds as vLLM (v1 PrometheusStatLogger) uses them.
+/// Appends the structured-output metrics (structured_output/stats.h):
+/// llmserve:structured_output_compile_seconds and _mask_seconds histograms and
+/// llmserve:structured_output_refused_total{keyword}.
+void render_structured_output(const std::string& labels, std::string* out);
+
 /// vllm:time_to_first_token_seconds.
 std::vector<double> ttft_buckets();
 /// vllm:inter_token_latency_seconds and vllm:time_per_output_token_seconds.

@@ -9,6 +9,8 @@
 
 #include "common/timing.h"
 #include "server/engine_bridge.h"
+#include "server/tool_parsers/tool_parser_registry.h"
+#include "server/generation.h"
 #include "server/log_escape.h"
 #include "server/request_policy.h"
 #include "server/protocol.h"
@@ -37,35 +39,20 @@ void set_error_response(const ApiError& error, httplib::Response* res) {
   res->set_content(dump(error.to_json()), "application/json");
 }
 
-/// One request ready for the engine, plus what its response needs.
-struct OpenAIServing::Generation {
-  ResponseMeta meta;
-  EngineRequest request;
-  int32_t num_prompt_tokens = 0;
-  int32_t n = 1;  // independent samples (choices)
-  bool logprobs = false;        // request.params.logprobs >= 0
-  int32_t last_prompt_token = -1;  // detokenization context of the first generated token
-  bool stream = false;
-  bool include_usage = false;
-  bool continuous_usage = false;  // stream_options.continuous_usage_stats
-  /// "echo": prepended to every choice's text (streaming: to its first chunk).
-  std::optional<std::string> echo_text;
-  bool echo_logprobs = false;  // completions echo + logprobs: the prompt's entries come first
-  /// The prompt_logprobs field (vLLM's shape in the response), when sent.
-  std::optional<int32_t> prompt_logprobs;
-  bool tokens_as_ids = false;  // return_tokens_as_token_ids
-  bool token_ids = false;      // return_token_ids
-};
-
 OpenAIServing::OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics,
                              std::string served_model_name, ChatTemplate chat_template,
-                             bool ignore_unknown_fields)
+                             bool ignore_unknown_fields, ChatOutputConfig chat_output)
     : engine_(engine),
       metrics_(metrics),
       served_model_name_(std::move(served_model_name)),
       chat_template_(std::move(chat_template)),
       created_(unix_time_now()),
-      ignore_unknown_fields_(ignore_unknown_fields) {}
+      ignore_unknown_fields_(ignore_unknown_fields),
+      chat_output_(std::move(chat_output)) {
+  tool_parser_ = chat_output_.tool_call_parser;
+  if (tool_parser_.empty())
+    tool_parser_ = tool_parsers::detect_tool_parser(chat_template_.source()).value_or("");
+}
 
 std::optional<ApiError> OpenAIServing::check_fields(const json& body, uint8_t endpoint,
                                                     httplib::Response* res) {
@@ -99,7 +86,8 @@ std::optional<ApiError> OpenAIServing::check_fields(const json& body, uint8_t en
 std::optional<ApiError> OpenAIServing::chat_prompt_ids(const std::string& raw_body,
                                                        const std::vector<ChatMessage>& messages,
                                                        bool add_special,
-                                                       std::vector<int32_t>* ids) const {
+                                                       std::vector<int32_t>* ids,
+                                                       std::string* rendered) const {
   // Parsed again keeping key order: tool schemas and message fields reach tojson as sent.
   const nlohmann::ordered_json body =
       nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
@@ -115,6 +103,7 @@ std::optional<ApiError> OpenAIServing::chat_prompt_ids(const std::string& raw_bo
   opt.add_special = add_special;
   opt.parse_special = true;  // the template's own special tokens (<|im_start|>, <s>, ...)
   *ids = tok.encode(*text, opt);
+  if (rendered) *rendered = std::move(*text);
   return std::nullopt;
 }
 
@@ -300,6 +289,7 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
   if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "prompt",
                                &gen.request.params))
     return set_error_response(*err, res);
+  if (auto err = prepare_output(req.body, nullptr, &gen)) return set_error_response(*err, res);
   if (parsed.options.echo) {
     // The prompt as sent; a token-id (or truncated) prompt is detokenized like generated
     // text is rendered.
@@ -333,8 +323,9 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   gen.request.arrival_time = arrival_time;
   // add_special_tokens (vLLM's default false for chat): the tokenizer's BOS/EOS around the
   // rendering, never a second BOS when the template wrote one.
+  std::string rendered_prompt;
   if (auto err = chat_prompt_ids(req.body, parsed.messages, parsed.options.add_special_tokens,
-                                 &gen.request.prompt_token_ids))
+                                 &gen.request.prompt_token_ids, &rendered_prompt))
     return set_error_response(*err, res);
   bool truncated = false;
   if (auto err = truncate_prompt(parsed.options, engine_.engine().max_model_len(),
@@ -346,6 +337,8 @@ void OpenAIServing::chat_completions(const httplib::Request& req, httplib::Respo
   gen.request.use_prefix_cache = parsed.options.cache_prompt;
   if (auto err = finish_params(parsed.options, gen.request.prompt_token_ids, "messages",
                                &gen.request.params))
+    return set_error_response(*err, res);
+  if (auto err = prepare_output(req.body, &rendered_prompt, &gen))
     return set_error_response(*err, res);
   // vLLM's chat echo: the reply continues the last message when it has the reply's role.
   if (parsed.options.echo && parsed.messages.back().role == "assistant")
@@ -454,6 +447,20 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
         finish_reason = FinishReason::kAbort;
     }
     usage.completion_tokens += tokens;
+    if (auto parser = make_chat_output_parser(gen.parsing)) {
+      // The same parser as streaming, fed the whole text: both give the same message.
+      parser->push(choices[i].text);
+      parser->finish();
+      tool_parsers::ChatOutput message = parser->result();
+      choices[i].parsed = true;
+      choices[i].reasoning = !gen.parsing.reasoning_parser.empty();
+      choices[i].text = std::move(message.content);
+      choices[i].reasoning_content = std::move(message.reasoning_content);
+      for (const tool_parsers::ToolCall& call : message.tool_calls)
+        choices[i].tool_calls.push_back(tool_parsers::to_openai_json(call));
+      if (finish_reason == FinishReason::kStop && !message.tool_calls.empty())
+        finish_reason = FinishReason::kToolCalls;
+    }
     if (gen.echo_text) choices[i].text.insert(0, *gen.echo_text);
     if (gen.logprobs) choices[i].logprobs = logprobs.take();
     if (gen.token_ids) {
@@ -479,6 +486,8 @@ struct StreamState {
 
   std::vector<std::unique_ptr<InflightRequest>> inflight;  // one per choice index
   std::vector<LogprobsBuilder> logprobs;  // one per choice index when requested, else empty
+  /// One per choice index when the reply is parsed (reasoning / tool calls), else empty.
+  std::vector<std::unique_ptr<tool_parsers::ChatOutputParser>> parsers;
   ResponseMeta meta;
   bool include_usage = false;
   bool continuous_usage = false;  // running usage in every chunk (with include_usage)
@@ -489,6 +498,13 @@ struct StreamState {
   Usage usage;
   CancelCheck should_cancel;
 };
+
+/// Appends `more` to `d` (one chunk's delta when the last text and finish() both give some).
+void append_delta(tool_parsers::ChatDelta& d, tool_parsers::ChatDelta more) {
+  d.reasoning_content += more.reasoning_content;
+  d.content += more.content;
+  for (tool_parsers::ToolCallDelta& c : more.tool_calls) d.tool_calls.push_back(std::move(c));
+}
 
 bool StreamState::pump(httplib::DataSink& sink) {
   auto write = [&sink](std::string_view data) { return sink.write(data.data(), data.size()); };
@@ -539,12 +555,27 @@ bool StreamState::pump(httplib::DataSink& sink) {
                                                              : out->finish_reason;
         // Logprobs of tokens whose text is still held back ride with the next chunk.
         nlohmann::json lp = logprobs.empty() ? nlohmann::json(nullptr) : logprobs[i].take();
-        if (!echoed[i]) {
+        nlohmann::json chat_delta = nullptr;
+        if (!parsers.empty()) {
+          tool_parsers::ChatDelta d = parsers[i]->push(out->new_text);
+          if (out->finished) append_delta(d, parsers[i]->finish());
+          if (reason == FinishReason::kStop && parsers[i]->has_tool_calls())
+            reason = FinishReason::kToolCalls;
+          if (!echoed[i]) d.content.insert(0, *echo_text);
+          echoed[i] = 1;
+          chat_delta = chat_delta_json(d);
+        } else if (!echoed[i]) {
           out->new_text.insert(0, *echo_text);
           echoed[i] = 1;
         }
-        if (!write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage, i,
-                                         std::move(lp), running())))) {
+        // A parser may hold the text back (a possible tool-call marker): no empty chunk then,
+        // unless logprobs ride on it.
+        const bool empty = chat_delta.is_object() && chat_delta.empty() &&
+                           reason == FinishReason::kNone && (lp.is_null() || lp.empty() ||
+                           (lp.contains("content") && lp["content"].empty()));
+        if (!empty && !write(sse_event(delta_chunk(meta, out->new_text, reason, include_usage, i,
+                                                   std::move(lp), running(),
+                                                   std::move(chat_delta))))) {
           abort_all();
           return false;
         }
@@ -588,6 +619,9 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
     for (int32_t i = 0; i < gen.n; ++i)
       state->logprobs.emplace_back(state->meta.kind, &engine_.engine().tokenizer(),
                                    gen.last_prompt_token, gen.tokens_as_ids);
+  if (gen.parsing.active())
+    for (int32_t i = 0; i < gen.n; ++i)
+      state->parsers.push_back(make_chat_output_parser(gen.parsing));
   state->usage.prompt_tokens = gen.num_prompt_tokens;
   state->should_cancel = should_cancel;
   res->set_header("Cache-Control", "no-cache");

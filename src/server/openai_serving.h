@@ -15,6 +15,7 @@
 
 #include "engine/async_engine.h"
 #include "server/api_error.h"
+#include "server/chat_output.h"
 #include "server/engine_bridge.h"
 #include "chat_template/chat_template.h"
 #include "server/metrics.h"
@@ -36,8 +37,11 @@ class OpenAIServing {
   /// `ignore_unknown_fields` (serve --ignore-unknown-fields): request fields in no schema we
   /// know are ignored (a warning per name, once; the names in the X-LLMServe-Ignored-Fields
   /// header) instead of being a 400 (request_policy.h).
+  /// `chat_output`: --tool-call-parser / --reasoning-parser (names checked by the caller);
+  /// without --tool-call-parser the format is detected from the chat template.
   OpenAIServing(AsyncEngine& engine, ServerMetrics& metrics, std::string served_model_name,
-                ChatTemplate chat_template, bool ignore_unknown_fields = false);
+                ChatTemplate chat_template, bool ignore_unknown_fields = false,
+                ChatOutputConfig chat_output = {});
 
   /// POST /v1/completions.
   void completions(const httplib::Request& req, httplib::Response* res,
@@ -76,9 +80,19 @@ class OpenAIServing {
                                        httplib::Response* res);
   nlohmann::json model_card() const;
   /// Renders a validated chat body (`messages`) with the chat template and tokenizes it.
+  /// `rendered` (if not null) receives the rendered text.
   std::optional<ApiError> chat_prompt_ids(const std::string& raw_body,
                                           const std::vector<ChatMessage>& messages,
-                                          bool add_special, std::vector<int32_t>* ids) const;
+                                          bool add_special, std::vector<int32_t>* ids,
+                                          std::string* rendered = nullptr) const;
+  /// Structured outputs and tool calls (openai_serving_tools.cc): reads the request's
+  /// constraint fields and tool_choice from `raw_body` (key order kept), compiles the
+  /// constraint (cached) into gen->request.grammar, and for chat (`rendered_prompt` not null)
+  /// sets gen->parsing and the grammar's start after the reasoning span. Errors: a 400 naming
+  /// the field (a refused schema keyword included).
+  std::optional<ApiError> prepare_output(const std::string& raw_body,
+                                         const std::string* rendered_prompt,
+                                         Generation* gen) const;
   /// Default max_tokens when a request sends none (both endpoints): the rest of the context
   /// window after a prompt of prompt_len tokens, capped by the KV pool, at least 1.
   int32_t context_room(size_t prompt_len) const;
@@ -107,6 +121,10 @@ class OpenAIServing {
   ChatTemplate chat_template_;
   int64_t created_ = 0;  // server start, Unix seconds (the model's "created")
   bool ignore_unknown_fields_ = false;
+  ChatOutputConfig chat_output_;
+  /// The tool-call format of tool_choice "auto": --tool-call-parser, else the one the chat
+  /// template's text shows (detect_tool_parser), else "" (then "auto" is a 400).
+  std::string tool_parser_;
   std::mutex warned_mu_;
   std::set<std::string> warned_fields_;  // unknown field names already logged
 };

@@ -541,6 +541,20 @@ std::optional<ApiError> read_chat_template_inputs(const nlohmann::ordered_json& 
   for (size_t i = 0; i < msgs.size() && i < messages.size(); ++i) {
     ojson m = msgs[i];
     if (m.contains("content") && m["content"].is_array()) m["content"] = messages[i].content;
+    // A past call's arguments arrive as JSON text (OpenAI's shape); templates iterate them as
+    // a mapping (Qwen's `tool_call.arguments | tojson`, Llama's `arguments | tojson`), so the
+    // text becomes the object it holds, as vLLM does before rendering. Text that is not a JSON
+    // object stays text.
+    if (m.contains("tool_calls") && m["tool_calls"].is_array())
+      for (ojson& call : m["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+          continue;
+        ojson& f = call["function"];
+        if (!f.contains("arguments") || !f["arguments"].is_string()) continue;
+        ojson parsed = ojson::parse(f["arguments"].get<std::string>(), nullptr,
+                                    /*allow_exceptions=*/false);
+        if (!parsed.is_discarded() && parsed.is_object()) f["arguments"] = std::move(parsed);
+      }
     out->messages.push_back(std::move(m));
   }
   auto list_or_null = [&](const char* name, ojson* dst) -> std::optional<ApiError> {

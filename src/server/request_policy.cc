@@ -19,15 +19,7 @@ constexpr uint8_t Ch = kEndpointChat;
 constexpr uint8_t T = kEndpointTokenize;
 constexpr uint8_t D = kEndpointDetokenize;
 constexpr FieldFate kHonoured = FieldFate::kHonoured;
-constexpr FieldFate kPartly = FieldFate::kPartly;
 constexpr FieldFate kRefused = FieldFate::kRefused;
-
-constexpr std::string_view kNoStructured =
-    "structured outputs (JSON, regex, choice, grammar) are not implemented yet; until they are, "
-    "a constrained request is refused rather than answered unconstrained";
-constexpr std::string_view kNoToolCalls =
-    "tool calling is not implemented yet (no tool_calls would come back); send tool_choice "
-    "\"none\" to pass the tools to the chat template only";
 
 // One row per field. Keep docs/api.md's Parameters table in step (tests/server check it).
 constexpr RequestField kFields[] = {
@@ -51,13 +43,13 @@ constexpr RequestField kFields[] = {
      "a per-request template is not accepted (as vLLM without --trust-request-chat-template); "
      "start the server with --chat-template"},
     {"mm_processor_kwargs", Ch | T, "vLLM", kRefused, "", "this server serves text-only models"},
-    {"tools", Ch | T, "OpenAI", kPartly, "", kNoToolCalls},
-    {"tool_choice", Ch, "OpenAI", kPartly, "", kNoToolCalls},
+    {"tools", Ch | T, "OpenAI", kHonoured, "", ""},
+    {"tool_choice", Ch, "OpenAI", kHonoured, "", ""},
     {"parallel_tool_calls", Ch, "OpenAI", kHonoured, "", ""},
     {"functions", Ch, "OpenAI", kRefused, "",
-     "deprecated by OpenAI in favour of 'tools'; tool calling is not implemented yet"},
+     "deprecated by OpenAI in favour of 'tools'; send 'tools'"},
     {"function_call", Ch, "OpenAI", kRefused, "",
-     "deprecated by OpenAI in favour of 'tool_choice'; tool calling is not implemented yet"},
+     "deprecated by OpenAI in favour of 'tool_choice'; send 'tool_choice'"},
     // --- length -----------------------------------------------------------------------------
     {"max_tokens", C | Ch, "OpenAI", kHonoured, "", ""},
     {"max_completion_tokens", Ch, "OpenAI", kHonoured, "", ""},
@@ -102,7 +94,7 @@ constexpr RequestField kFields[] = {
      "behaviour); use skip_special_tokens"},
     {"return_token_strs", T, "vLLM", kHonoured, "", ""},
     {"parse_special", T, "llmserve", kHonoured, "", ""},
-    {"response_format", C | Ch, "OpenAI", kPartly, "", kNoStructured},
+    {"response_format", C | Ch, "OpenAI", kHonoured, "", ""},
     {"modalities", Ch, "OpenAI", kRefused, R"(["text"])", "this server produces text only"},
     {"audio", Ch, "OpenAI", kRefused, "", "this server produces text only"},
     {"prediction", Ch, "OpenAI", kRefused, "", "predicted outputs are not implemented"},
@@ -111,16 +103,19 @@ constexpr RequestField kFields[] = {
      "(e.g. {\"enable_thinking\": false})"},
     {"verbosity", Ch, "OpenAI", kRefused, "", "there is no verbosity control"},
     {"web_search_options", Ch, "OpenAI", kRefused, "", "this server has no web search"},
-    // --- structured outputs (until they are implemented) ------------------------------------
-    {"guided_json", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"guided_regex", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"guided_choice", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"guided_grammar", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"guided_decoding_backend", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"guided_whitespace_pattern", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"structured_outputs", C | Ch, "vLLM", kRefused, "", kNoStructured},
-    {"grammar", C | Ch, "llama.cpp", kRefused, "", kNoStructured},
-    {"json_schema", C | Ch, "llama.cpp", kRefused, "", kNoStructured},
+    // --- structured outputs (server/structured_output_request.h) -----------------------------
+    {"guided_json", C | Ch, "vLLM", kHonoured, "", ""},
+    {"guided_regex", C | Ch, "vLLM", kHonoured, "", ""},
+    {"guided_choice", C | Ch, "vLLM", kHonoured, "", ""},
+    {"guided_grammar", C | Ch, "vLLM", kHonoured, "", ""},
+    {"guided_decoding_backend", C | Ch, "vLLM", kRefused, R"("auto")",
+     "there is one structured-output backend, llmserve's own (src/structured_output)"},
+    {"guided_whitespace_pattern", C | Ch, "vLLM", kRefused, "",
+     "JSON whitespace is bounded by default; remove it with "
+     "structured_outputs.disable_any_whitespace"},
+    {"structured_outputs", C | Ch, "vLLM", kHonoured, "", ""},
+    {"grammar", C | Ch, "llama.cpp", kHonoured, "", ""},
+    {"json_schema", C | Ch, "llama.cpp", kHonoured, "", ""},
     // --- caching, identity, bookkeeping -----------------------------------------------------
     {"cache_salt", C | Ch, "vLLM", kHonoured, "", ""},
     {"prompt_cache_key", C | Ch, "OpenAI", kHonoured, "", ""},
@@ -231,72 +226,6 @@ ApiError refused(const RequestField& f, const json& v) {
                      std::string(f.name));
 }
 
-std::optional<ApiError> check_response_format(const json& v) {
-  if (!v.is_object())
-    return bad_request(fmt::format("'response_format' must be an object such as "
-                                   "{{\"type\": \"text\"}}, got {}", describe(v)),
-                       "response_format");
-  const auto type = v.find("type");
-  if (type == v.end() || !type->is_string())
-    return bad_request("'response_format.type' is required: \"text\" (\"json_object\" and "
-                       "\"json_schema\" are not implemented yet)",
-                       "response_format");
-  const std::string t = type->get<std::string>();
-  if (t == "text") {
-    for (auto it = v.begin(); it != v.end(); ++it)
-      if (it.key() != "type")
-        return bad_request(fmt::format("Unrecognized request argument supplied: "
-                                       "response_format.{}", it.key()),
-                           "response_format");
-    return std::nullopt;
-  }
-  if (t == "json_object" || t == "json_schema")
-    return bad_request(fmt::format("'response_format' type \"{}\" is not supported: {}", t,
-                                   kNoStructured),
-                       "response_format");
-  return bad_request(fmt::format("'response_format.type' must be \"text\", \"json_object\" or "
-                                 "\"json_schema\", got {}", describe(*type)),
-                     "response_format");
-}
-
-/// tool_choice (chat): "none" is honoured; "auto", "required" and a named function need tool
-/// calling. OpenAI's default is "auto" when tools are given (vLLM's too), "none" otherwise.
-std::optional<ApiError> check_tool_choice(const json& body) {
-  const auto tools = body.find("tools");
-  // A 'tools' that is not a list is the parser's type error, named after 'tools'.
-  if (tools != body.end() && !tools->is_null() && !tools->is_array()) return std::nullopt;
-  // So is an entry that is not a function tool (the parser names it).
-  if (tools != body.end() && tools->is_array())
-    for (const json& t : *tools)
-      if (!is_function_tool(t)) return std::nullopt;
-  const bool has_tools = tools != body.end() && tools->is_array() && !tools->empty();
-  const auto choice = body.find("tool_choice");
-  if (choice == body.end() || choice->is_null()) {
-    if (!has_tools) return std::nullopt;
-    return bad_request(fmt::format("'tools' without 'tool_choice' means tool_choice \"auto\" "
-                                   "(OpenAI's default): {}", kNoToolCalls),
-                       "tool_choice");
-  }
-  if (choice->is_string()) {
-    const std::string c = choice->get<std::string>();
-    if (c == "none") return std::nullopt;
-    if (c == "auto" || c == "required")
-      return bad_request(fmt::format("'tool_choice' \"{}\" is not supported: {}", c,
-                                     kNoToolCalls),
-                         "tool_choice");
-    return bad_request(fmt::format("'tool_choice' must be \"none\", \"auto\", \"required\" or "
-                                   "{{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, "
-                                   "got {}", describe(*choice)),
-                       "tool_choice");
-  }
-  if (choice->is_object())
-    return bad_request(fmt::format("a named 'tool_choice' is not supported: {}", kNoToolCalls),
-                       "tool_choice");
-  return bad_request(fmt::format("'tool_choice' must be a string or an object, got {}",
-                                 describe(*choice)),
-                     "tool_choice");
-}
-
 }  // namespace
 
 std::span<const RequestField> request_fields() { return kFields; }
@@ -324,12 +253,6 @@ std::optional<ApiError> check_request_fields(const json& body, Endpoint endpoint
     if (v.is_null()) continue;  // null always means "the default"
     if (f->fate == FieldFate::kRefused && !is_neutral(v, f->neutral)) return refused(*f, v);
   }
-  if (endpoint == kEndpointCompletions || endpoint == kEndpointChat) {
-    if (const auto rf = body.find("response_format"); rf != body.end() && !rf->is_null())
-      if (auto err = check_response_format(*rf)) return err;
-  }
-  if (endpoint == kEndpointChat)
-    if (auto err = check_tool_choice(body)) return err;
   return std::nullopt;
 }
 

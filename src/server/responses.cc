@@ -27,6 +27,7 @@ json finish_reason_json(FinishReason reason) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kToolCalls: return "tool_calls";
     case FinishReason::kNone: break;
   }
   return nullptr;
@@ -60,8 +61,21 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& re
   json choices = json::array();
   for (size_t i = 0; i < results.size(); ++i) {
     json choice = {{"index", i}};
-    if (meta.kind == ApiKind::kChat)
-      choice["message"] = {{"role", "assistant"}, {"content", results[i].text}};
+    if (meta.kind == ApiKind::kChat) {
+      const ChoiceResult& r = results[i];
+      json message = {{"role", "assistant"}, {"content", r.text}};
+      if (r.parsed) {
+        const bool calls = !r.tool_calls.empty();
+        if (calls && r.text.empty()) message["content"] = nullptr;  // OpenAI's shape
+        if (r.reasoning) {
+          message["reasoning_content"] =
+              r.reasoning_content.empty() ? json(nullptr) : json(r.reasoning_content);
+          message["reasoning"] = message["reasoning_content"];
+        }
+        if (calls) message["tool_calls"] = r.tool_calls;
+      }
+      choice["message"] = std::move(message);
+    }
     else
       choice["text"] = results[i].text;
     choice["logprobs"] = results[i].logprobs;
@@ -108,12 +122,17 @@ std::optional<json> opening_chunk(const ResponseMeta& meta, bool include_usage, 
 }
 
 json delta_chunk(const ResponseMeta& meta, const std::string& text, FinishReason finish_reason,
-                 bool include_usage, int32_t index, json logprobs, const Usage* running_usage) {
+                 bool include_usage, int32_t index, json logprobs, const Usage* running_usage,
+                 json chat_delta) {
   json choice = {{"index", index}};
   if (meta.kind == ApiKind::kChat) {
-    json delta = json::object();
-    if (!text.empty()) delta["content"] = text;
-    choice["delta"] = std::move(delta);
+    if (!chat_delta.is_null()) {
+      choice["delta"] = std::move(chat_delta);
+    } else {
+      json delta = json::object();
+      if (!text.empty()) delta["content"] = text;
+      choice["delta"] = std::move(delta);
+    }
   } else {
     choice["text"] = text;
   }

@@ -57,6 +57,13 @@ struct ChoiceResult {
   /// vLLM's return_token_ids: the generated and the prompt token ids, else discarded.
   nlohmann::json token_ids = nlohmann::json(nlohmann::json::value_t::discarded);
   nlohmann::json prompt_token_ids = nlohmann::json(nlohmann::json::value_t::discarded);
+  /// Chat with output parsing (server/chat_output.h): `text` is the message content; the
+  /// reasoning span goes to "reasoning_content" (and vLLM's "reasoning"); `tool_calls` (an
+  /// array of OpenAI tool calls) makes "content" null when text is empty.
+  bool parsed = false;
+  bool reasoning = false;  // a reasoning parser ran: reasoning_content is sent (null if empty)
+  std::string reasoning_content;
+  nlohmann::json tool_calls = nlohmann::json::array();
 };
 
 /// The token string of `id` after `prev_id` in logprobs: its detokenized text (special tokens
@@ -126,10 +133,13 @@ std::optional<nlohmann::json> opening_chunk(const ResponseMeta& meta, bool inclu
 /// One streamed piece of text of choice `index`. finish_reason is null unless
 /// `finish_reason` != kNone (the choice's last chunk). Chat puts the text in delta.content
 /// (omitted when empty). Usage as in opening_chunk.
+/// `chat_delta` (chat only, when not null) is the whole delta object instead of {"content":
+/// text} (chat_delta_json: reasoning and tool-call deltas).
 nlohmann::json delta_chunk(const ResponseMeta& meta, const std::string& text,
                            FinishReason finish_reason, bool include_usage, int32_t index = 0,
                            nlohmann::json logprobs = nullptr,
-                           const Usage* running_usage = nullptr);
+                           const Usage* running_usage = nullptr,
+                           nlohmann::json chat_delta = nullptr);
 
 /// The usage-only chunk sent last when stream_options.include_usage: "choices": [] + usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);

@@ -4,8 +4,10 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/timing.h"
 #include "structured_output/gbnf.h"
 #include "structured_output/regex.h"
+#include "structured_output/stats.h"
 
 namespace llmserve::structured_output {
 
@@ -52,9 +54,11 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const
   static std::mutex mu;
   static std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru;
   static std::unordered_map<std::string, decltype(lru)::iterator> index;
-  std::string key = std::to_string(static_cast<int>(spec.kind)) + '\x1f' + spec.text + '\x1f' +
-                    std::to_string(spec.json.whitespace.compact) + std::to_string(spec.json.whitespace.max_indent);
-  for (const std::string& c : spec.choices) key += '\x1f' + c;
+  // Every variable-length part is length-prefixed, so no two specs share a key.
+  std::string key = std::to_string(static_cast<int>(spec.kind)) + ':' + std::to_string(spec.text.size()) + ':' +
+                    spec.text + std::to_string(spec.json.whitespace.compact) + ':' +
+                    std::to_string(spec.json.whitespace.max_indent);
+  for (const std::string& c : spec.choices) key += ':' + std::to_string(c.size()) + ':' + c;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = index.find(key); it != index.end()) {
@@ -62,8 +66,14 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const
       return it->second->second;
     }
   }
+  const double start = now_seconds();
   auto compiled = compile_constraint(spec);
-  if (!compiled.ok()) return compiled.status();
+  record_compile_seconds(now_seconds() - start);
+  if (!compiled.ok()) {
+    static constexpr const char* kKinds[] = {"json_schema", "json_object", "regex", "choice", "grammar"};
+    record_refusal(kKinds[static_cast<int>(spec.kind)], compiled.status().message());
+    return compiled.status();
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (index.count(key) == 0) {
     lru.emplace_front(key, *compiled);

@@ -285,6 +285,9 @@ TEST(MetricsHttp, EveryFamilyHasHelpTypeAndIsListedOnce) {
       {"vllm:request_decode_time_seconds", "histogram"},
       {"vllm:request_prompt_tokens", "histogram"},
       {"vllm:request_generation_tokens", "histogram"},
+      {"llmserve:structured_output_compile_seconds", "histogram"},
+      {"llmserve:structured_output_mask_seconds", "histogram"},
+      {"llmserve:structured_output_refused_total", "counter"},
   };
   EXPECT_EQ(page.types, expected);
   for (const auto& [family, type] : expected)

@@ -60,6 +60,8 @@ class ReasoningParser {
   ReasoningParser(const ReasoningFormat& format, const ReasoningParserOptions& options);
 
   const std::string& name() const { return name_; }
+  /// The tag that ends the reasoning span ("</think>", "[/THINK]").
+  std::string_view end_tag() const { return format_.end_tag; }
   /// Feeds the next text delta; returns what it decided.
   ReasoningDelta push(std::string_view delta);
   /// Ends the output, releasing held-back text. Call once.

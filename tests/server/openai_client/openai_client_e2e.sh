@@ -100,7 +100,7 @@ node --input-type=module -e '
 
 status=0
 LLMSERVE_URL="$url" LLMSERVE_API_KEY="$api_key" \
-  timeout 240 node --test "$work/openai_client.test.mjs" || status=$?
+  timeout 240 node --test "$work/${LLMSERVE_E2E_TEST:-openai_client.test.mjs}" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "---- llmserve serve log (tail) ----" >&2
   tail -n 50 "$log" >&2
