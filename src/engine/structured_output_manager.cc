@@ -37,23 +37,38 @@ int64_t StructuredOutputManager::apply_mask(Request& req, float* logits, int32_t
   masker_->fill(g.matcher, mask_);
   structured_output::record_mask_seconds(now_seconds() - start);
   const SamplingParams& p = req.params;
-  const bool may_stop = g.matcher.can_finish();
   const int32_t eos = tokenizer_.eos_id();
   const int32_t n = std::min(vocab_size, vocab_->vocab_size());
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  int64_t allowed = 0;
-  for (int32_t id = 0; id < vocab_size; ++id) {
-    bool ok = id < n && mask_test(mask_, id);
-    if (!ok && may_stop)
-      ok = (id == eos && !p.ignore_eos) ||
-           std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) !=
-               p.stop_token_ids.end();
-    // A token already at -inf (allowed_token_ids, min_tokens) is not an option either.
-    if (!ok || logits[id] == kNegInf)
-      logits[id] = kNegInf;
-    else
-      ++allowed;
+  // Stop tokens are special (never in the trie): their logits are kept aside and restored
+  // after the mask when the grammar may end here.
+  stop_scratch_.clear();
+  if (g.matcher.can_finish()) {
+    if (!p.ignore_eos && eos >= 0 && eos < vocab_size) stop_scratch_.emplace_back(eos, logits[eos]);
+    for (int32_t id : p.stop_token_ids)
+      if (id >= 0 && id < vocab_size) stop_scratch_.emplace_back(id, logits[id]);
   }
+  // Word by word: whole words of allowed (or refused) tokens are the common case.
+  int64_t allowed = 0;
+  for (int32_t w = 0; w * 64 < vocab_size; ++w) {
+    const int32_t begin = w * 64, end = std::min(vocab_size, begin + 64);
+    const uint64_t bits = begin < n ? mask_[static_cast<size_t>(w)] : 0;
+    if (bits == 0) {
+      std::fill(logits + begin, logits + end, kNegInf);
+      continue;
+    }
+    for (int32_t id = begin; id < end; ++id) {
+      if (id < n && ((bits >> (id - begin)) & 1) != 0 && logits[id] != kNegInf)
+        ++allowed;
+      else
+        logits[id] = kNegInf;
+    }
+  }
+  for (const auto& [id, value] : stop_scratch_)
+    if (logits[id] == kNegInf && value != kNegInf) {  // not already counted as a text token
+      logits[id] = value;
+      ++allowed;
+    }
   return allowed;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "structured_output/matcher.h"
@@ -69,6 +70,7 @@ class StructuredOutputManager {
   std::shared_ptr<const structured_output::TokenVocab> vocab_;  // built on first use
   std::unique_ptr<structured_output::TokenMasker> masker_;
   structured_output::TokenBitmask mask_;
+  std::vector<std::pair<int32_t, float>> stop_scratch_;  // stop tokens' logits, kept aside
 };
 
 }  // namespace llmserve
