@@ -18,16 +18,9 @@ namespace {
 class FieldEffects : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    EngineConfig c;
-    c.model_path = stories_gguf();
-    c.scheduler.max_model_len = 512;
-    c.scheduler.check_invariants = true;
-    c.num_threads = 2;
-    auto e = LLMEngine::create(c);
-    ASSERT_TRUE(e.ok()) << e.status().message();
-    ServerConfig sc;
-    sc.port = 0;
-    server_ = new TestServer(std::move(e).value(), sc);
+    auto e = stories_http_engine();
+    ASSERT_NE(e, nullptr);
+    server_ = new TestServer(std::move(e), any_port());
   }
   static void TearDownTestSuite() {
     delete server_;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../engine/reference_cases.h"
+#include "engine/llm_engine.h"
 #include "server/sse.h"
 
 namespace llmserve::testing {
@@ -140,6 +142,23 @@ bool wait_for(const std::function<bool()>& pred, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
+}
+
+std::unique_ptr<LLMEngine> stories_http_engine(int32_t max_model_len) {
+  EngineConfig c;
+  c.model_path = stories_gguf();
+  c.scheduler.max_model_len = max_model_len;
+  c.scheduler.check_invariants = true;
+  c.num_threads = 2;
+  auto e = LLMEngine::create(c);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+ServerConfig any_port() {
+  ServerConfig c;
+  c.port = 0;
+  return c;
 }
 
 }  // namespace llmserve::testing

@@ -78,4 +78,10 @@ void expect_api_error(const httplib::Result& r, int status, std::optional<std::s
 /// Polls `pred` every 10 ms for up to `timeout_s`; true once it holds.
 bool wait_for(const std::function<bool()>& pred, double timeout_s = 2.0);
 
+/// The real engine on stories260K (GGUF) for HTTP tests: max_model_len `max_model_len`,
+/// scheduler invariants checked, 2 threads.
+std::unique_ptr<LLMEngine> stories_http_engine(int32_t max_model_len = 512);
+/// A ServerConfig that binds any free port.
+ServerConfig any_port();
+
 }  // namespace llmserve::testing

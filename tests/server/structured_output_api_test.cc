@@ -4,7 +4,6 @@
 // forced tool calls come back as message.tool_calls; bad constraints are 400s naming the field.
 #include <gtest/gtest.h>
 
-#include "../engine/reference_cases.h"
 #include "engine/llm_engine.h"
 #include "server_test_util.h"
 #include "structured_output/constraint.h"
@@ -14,25 +13,8 @@ namespace {
 
 using structured_output::ConstraintSpec;
 
-std::unique_ptr<LLMEngine> stories_engine() {
-  EngineConfig c;
-  c.model_path = stories_gguf();
-  c.scheduler.max_model_len = 512;
-  c.scheduler.check_invariants = true;
-  c.num_threads = 2;
-  auto e = LLMEngine::create(c);
-  EXPECT_TRUE(e.ok()) << e.status().message();
-  return std::move(e).value();
-}
-
-ServerConfig port0() {
-  ServerConfig c;
-  c.port = 0;
-  return c;
-}
-
 TestServer& server() {
-  static TestServer* ts = new TestServer(stories_engine(), port0());  // shared by the tests
+  static TestServer* ts = new TestServer(stories_http_engine(), any_port());  // shared by the tests
   return *ts;
 }
 

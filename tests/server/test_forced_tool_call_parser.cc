@@ -4,6 +4,8 @@
 // exactly (ids included: the id seed is fixed). No event is ever content.
 #include <gtest/gtest.h>
 
+#include "tool_event_replay.h"
+
 #include <cctype>
 #include <functional>
 #include <random>
@@ -39,30 +41,6 @@ struct Call {
   bool complete = true;
 };
 
-// Rebuilds the result from the events alone, checking OpenAI's delta shape on the way.
-void apply_events(const std::vector<ToolEvent>& events, ToolParseResult* r) {
-  for (const ToolEvent& ev : events) {
-    switch (ev.kind) {
-      case ToolEventKind::kContent:
-        ADD_FAILURE() << "content event: [" << ev.text << "]";
-        r->content += ev.text;
-        break;
-      case ToolEventKind::kToolCallBegin:
-        EXPECT_EQ(ev.index, static_cast<int>(r->tool_calls.size()));
-        EXPECT_FALSE(ev.id.empty());
-        EXPECT_FALSE(ev.name.empty());
-        EXPECT_TRUE(ev.text.empty());
-        r->tool_calls.push_back({ev.index, ev.id, ev.name, "", false});
-        break;
-      case ToolEventKind::kToolCallArguments:
-        ASSERT_FALSE(r->tool_calls.empty());
-        EXPECT_EQ(ev.index, static_cast<int>(r->tool_calls.size()) - 1);
-        EXPECT_FALSE(ev.text.empty());
-        r->tool_calls.back().arguments += ev.text;
-        break;
-    }
-  }
-}
 
 ToolParseResult stream(const Factory& make, const std::string& text,
                        const std::vector<size_t>& cuts) {
@@ -70,11 +48,11 @@ ToolParseResult stream(const Factory& make, const std::string& text,
   ToolParseResult r;
   size_t at = 0;
   for (size_t cut : cuts) {
-    apply_events(p->push(std::string_view(text).substr(at, cut - at)), &r);
+    apply_events(p->push(std::string_view(text).substr(at, cut - at)), &r, false);
     at = cut;
   }
-  apply_events(p->push(std::string_view(text).substr(at)), &r);
-  apply_events(p->finish(), &r);
+  apply_events(p->push(std::string_view(text).substr(at)), &r, false);
+  apply_events(p->finish(), &r, false);
   EXPECT_TRUE(p->finished());
   EXPECT_EQ(r.content, p->result().content);
   EXPECT_EQ(r.tool_calls.size(), p->result().tool_calls.size());

@@ -6,6 +6,8 @@
 // two-piece split and random chunkings must rebuild exactly the non-streamed result.
 #include <gtest/gtest.h>
 
+#include "tool_event_replay.h"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -35,29 +37,6 @@ std::unique_ptr<ToolParser> make(const std::string& name, ToolParserOptions opti
   return std::move(p).value();
 }
 
-// Rebuilds the result from the events alone, checking OpenAI's delta shape on the way.
-void apply_events(const std::vector<ToolEvent>& events, ToolParseResult* r) {
-  for (const ToolEvent& ev : events) {
-    switch (ev.kind) {
-      case ToolEventKind::kContent:
-        EXPECT_FALSE(ev.text.empty());
-        r->content += ev.text;
-        break;
-      case ToolEventKind::kToolCallBegin:
-        EXPECT_EQ(ev.index, static_cast<int>(r->tool_calls.size()));
-        EXPECT_FALSE(ev.id.empty());
-        EXPECT_FALSE(ev.name.empty());
-        r->tool_calls.push_back({ev.index, ev.id, ev.name, "", false});
-        break;
-      case ToolEventKind::kToolCallArguments:
-        ASSERT_FALSE(r->tool_calls.empty());
-        EXPECT_EQ(ev.index, static_cast<int>(r->tool_calls.size()) - 1);
-        EXPECT_FALSE(ev.text.empty());
-        r->tool_calls.back().arguments += ev.text;
-        break;
-    }
-  }
-}
 
 ToolParseResult stream(const std::string& name, const std::string& text,
                        const std::vector<size_t>& cuts, const ToolParserOptions& options) {
