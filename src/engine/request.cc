@@ -17,7 +17,8 @@ Request::Request(int64_t id, EngineRequest req, const Tokenizer& tokenizer, uint
   use_prefix_cache = req.use_prefix_cache;
   if (req.grammar)
     grammar = std::make_unique<GrammarState>(std::move(req.grammar),
-                                             std::move(req.grammar_start_after_ids));
+                                             std::move(req.grammar_start_after_ids),
+                                             std::move(req.grammar_reasoning_open_ids));
 }
 
 }  // namespace llmserve

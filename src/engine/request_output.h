@@ -40,6 +40,11 @@ struct EngineRequest {
   /// With `grammar`: the token ids that end a reasoning span ("</think>"); the grammar
   /// constrains only what follows them. Empty = from the first output token.
   std::vector<int32_t> grammar_start_after_ids;
+  /// With grammar_start_after_ids: the ids that open a reasoning span ("<think>") when the
+  /// model may or may not reason (qwen3's rule). Then the first output token is either the
+  /// first of these (the grammar waits for the span's end) or one the grammar allows (it
+  /// applies from there). Empty: the output starts inside the span.
+  std::vector<int32_t> grammar_reasoning_open_ids;
 };
 
 /// Per-request timing, seconds on the now_seconds() clock (0 = not yet).

@@ -13,13 +13,14 @@ namespace llmserve {
 using structured_output::mask_test;
 
 GrammarState::GrammarState(std::shared_ptr<const structured_output::CompiledGrammar> grammar,
-                           std::vector<int32_t> start_after)
-    : matcher(std::move(grammar)), start_after_ids(std::move(start_after)) {
+                           std::vector<int32_t> start_after, std::vector<int32_t> open)
+    : matcher(std::move(grammar)), start_after_ids(std::move(start_after)), open_ids(std::move(open)) {
   active = start_after_ids.empty();
+  undecided = !active && !open_ids.empty();
 }
 
 bool StructuredOutputManager::constrains(const Request& req) {
-  return req.grammar != nullptr && req.grammar->active;
+  return req.grammar != nullptr && (req.grammar->active || req.grammar->undecided);
 }
 
 const structured_output::TokenVocab& StructuredOutputManager::vocab() {
@@ -43,6 +44,9 @@ int64_t StructuredOutputManager::apply_mask(Request& req, float* logits, int32_t
   // Stop tokens are special (never in the trie): their logits are kept aside and restored
   // after the mask when the grammar may end here.
   stop_scratch_.clear();
+  // Undecided: the span's opening id stays allowed beside what the grammar allows.
+  if (g.undecided && g.open_ids[0] >= 0 && g.open_ids[0] < vocab_size)
+    stop_scratch_.emplace_back(g.open_ids[0], logits[g.open_ids[0]]);
   if (g.matcher.can_finish()) {
     if (!p.ignore_eos && eos >= 0 && eos < vocab_size) stop_scratch_.emplace_back(eos, logits[eos]);
     for (int32_t id : p.stop_token_ids)
@@ -74,6 +78,11 @@ int64_t StructuredOutputManager::apply_mask(Request& req, float* logits, int32_t
 
 bool StructuredOutputManager::accept_token(Request& req, int32_t token) {
   GrammarState& g = *req.grammar;
+  if (g.undecided) {
+    g.undecided = false;
+    if (token == g.open_ids[0]) return false;  // reasoning: wait for start_after_ids
+    g.active = true;                            // no span: this token is the grammar's
+  }
   if (!g.active) {
     // Find the end of the reasoning span: the latest outputs equal start_after_ids.
     const std::vector<int32_t>& want = g.start_after_ids;

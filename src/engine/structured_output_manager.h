@@ -31,13 +31,17 @@ struct Request;
 /// One sequence's grammar state.
 struct GrammarState {
   GrammarState(std::shared_ptr<const structured_output::CompiledGrammar> grammar,
-               std::vector<int32_t> start_after_ids);
+               std::vector<int32_t> start_after_ids, std::vector<int32_t> open_ids = {});
 
   structured_output::Matcher matcher;
   /// Token ids that end a reasoning span (e.g. "</think>"): the grammar applies to what
   /// follows them. Empty: it applies from the first output token.
   std::vector<int32_t> start_after_ids;
-  bool active = false;  // start_after_ids seen (or empty)
+  /// Ids that may open the reasoning span at the very start (EngineRequest's
+  /// grammar_reasoning_open_ids); `undecided` until the first output token shows which.
+  std::vector<int32_t> open_ids;
+  bool undecided = false;
+  bool active = false;  // start_after_ids seen (or empty), or the output did not open a span
   size_t start_matched = 0;  // start_after_ids' leading ids matched by the latest outputs
 };
 
@@ -47,7 +51,8 @@ class StructuredOutputManager {
  public:
   explicit StructuredOutputManager(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
 
-  /// True when `req`'s next token is constrained (a grammar that is active).
+  /// True when `req`'s next token is constrained (a grammar that is active, or undecided
+  /// between it and opening a reasoning span).
   static bool constrains(const Request& req);
 
   /// Sets every token the grammar does not allow next to -inf in logits[vocab_size] (in

@@ -13,6 +13,10 @@ namespace llmserve {
 using ojson = nlohmann::ordered_json;
 using structured_output::ConstraintSpec;
 
+namespace {
+constexpr size_t kMaxRequestGrammarElements = 500'000;
+}  // namespace
+
 std::optional<ApiError> OpenAIServing::prepare_output(const std::string& raw_body,
                                                       const std::string* rendered_prompt,
                                                       Generation* gen) const {
@@ -49,6 +53,20 @@ std::optional<ApiError> OpenAIServing::prepare_output(const std::string& raw_bod
                                        tools.mode == Mode::kRequired ? "required" : "a function",
                                        constraint->param),
                            "tool_choice");
+      // Each tool's parameters on its own first, so a refusal names the tool and its own path
+      // (not the path inside the forced array schema).
+      for (size_t i = 0; i < tools.tools.size(); ++i) {
+        const ojson& f = tools.tools[i]["function"];
+        if (!f.contains("parameters") || f["parameters"].is_null()) continue;
+        ConstraintSpec one;
+        one.kind = ConstraintSpec::Kind::kJsonSchema;
+        one.text = f["parameters"].dump();
+        one.json.max_grammar_elements = kMaxRequestGrammarElements;
+        if (auto c = structured_output::compile_constraint_cached(one); !c.ok())
+          return bad_request(fmt::format("tools[{}].function.parameters cannot be enforced: {}", i,
+                                         c.status().message()),
+                             "tools");
+      }
       ConstraintSpec spec;
       spec.kind = ConstraintSpec::Kind::kJsonSchema;
       spec.text = forced_tool_call_schema(tools);
@@ -64,6 +82,9 @@ std::optional<ApiError> OpenAIServing::prepare_output(const std::string& raw_bod
     }
   }
   if (!constraint) return std::nullopt;
+  // A request's grammar is bounded (time and memory: a 100,000-value enum is ~1M elements and
+  // hundreds of MB once masked); MaskBench's largest schemas need well under this.
+  constraint->spec.json.max_grammar_elements = kMaxRequestGrammarElements;
   auto compiled = structured_output::compile_constraint_cached(constraint->spec);
   if (!compiled.ok())
     return bad_request(fmt::format("'{}' cannot be used: {}", constraint->param,
@@ -71,9 +92,7 @@ std::optional<ApiError> OpenAIServing::prepare_output(const std::string& raw_bod
                        constraint->param);
   gen->request.grammar = std::move(*compiled);
   // With a reasoning parser, the grammar constrains what follows the reasoning span: from the
-  // end tag on, unless the prompt already closed it (thinking disabled). A parser that only
-  // reasons when the output opens with its tag (qwen3, mistral) still waits for the end tag,
-  // as vLLM does.
+  // end tag on, unless the prompt already closed it (thinking disabled).
   if (!parsing.reasoning_parser.empty() &&
       parsing.reasoning_start != tool_parsers::ReasoningStart::kInContent) {
     auto parser = tool_parsers::make_reasoning_parser(parsing.reasoning_parser);
@@ -81,8 +100,14 @@ std::optional<ApiError> OpenAIServing::prepare_output(const std::string& raw_bod
       EncodeOptions opt;
       opt.add_special = false;
       opt.parse_special = true;
-      gen->request.grammar_start_after_ids =
-          engine_.engine().tokenizer().encode(std::string((*parser)->end_tag()), opt);
+      const Tokenizer& tok = engine_.engine().tokenizer();
+      gen->request.grammar_start_after_ids = tok.encode(std::string((*parser)->end_tag()), opt);
+      // A parser that reasons only when the output opens with its tag (qwen3, mistral): the
+      // model either opens it or writes the constrained answer at once.
+      if (parsing.reasoning_start == tool_parsers::ReasoningStart::kDefault &&
+          !(*parser)->starts_in_reasoning() && !(*parser)->start_tag().empty())
+        gen->request.grammar_reasoning_open_ids =
+            tok.encode(std::string((*parser)->start_tag()), opt);
     }
   }
   return std::nullopt;

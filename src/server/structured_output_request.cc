@@ -1,5 +1,8 @@
 #include "server/structured_output_request.h"
 
+#include <cctype>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "server/protocol.h"
@@ -49,11 +52,24 @@ std::optional<ApiError> read_schema(const ojson& v, const std::string& param, Co
     return std::nullopt;
   }
   if (v.is_string()) {
-    const ojson parsed = ojson::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean()))
+    ojson parsed;
+    try {
+      parsed = ojson::parse(v.get<std::string>());
+    } catch (const ojson::exception& e) {
       return bad_request(fmt::format("'{}' must be a JSON Schema (an object, or its JSON text); "
-                                     "the string is not a JSON object",
-                                     param),
+                                     "the string does not parse: {}",
+                                     param, e.what()),
+                         param);
+    }
+    if (!(parsed.is_object() || parsed.is_boolean()))
+      return bad_request(fmt::format("'{}' must be a JSON Schema (an object, or its JSON text); "
+                                     "the string holds {}",
+                                     param, parsed.type_name()),
+                         param);
+    // Checked before anything walks it recursively (dump(), the compiler).
+    if (structured_output::json_nesting_exceeds(parsed, structured_output::kMaxSchemaNesting))
+      return bad_request(fmt::format("'{}': the JSON schema nests deeper than {} levels", param,
+                                     structured_output::kMaxSchemaNesting),
                          param);
     *out = schema_spec(parsed);
     return std::nullopt;
@@ -130,10 +146,16 @@ std::optional<ApiError> read_response_format(const ojson& v, Collector& found) {
       return err;
     // OpenAI requires a name ([a-zA-Z0-9_-], at most 64); it labels the schema only.
     const auto name = js->find("name");
-    if (name == js->end() || !name->is_string() || name->get_ref<const std::string&>().empty() ||
-        name->get_ref<const std::string&>().size() > 64)
-      return bad_request("'response_format.json_schema.name' must be a string of 1 to 64 "
-                         "characters",
+    auto valid_name = [](const std::string& n) {
+      if (n.empty() || n.size() > 64) return false;
+      for (unsigned char c : n)
+        if (!std::isalnum(c) && c != '_' && c != '-') return false;
+      return true;
+    };
+    if (name == js->end() || !name->is_string() ||
+        !valid_name(name->get_ref<const std::string&>()))
+      return bad_request("'response_format.json_schema.name' must be 1 to 64 characters of "
+                         "a-z, A-Z, 0-9, '_' and '-' (OpenAI's rule)",
                          p);
     if (const auto strict = js->find("strict");
         strict != js->end() && !strict->is_null() && !strict->is_boolean())
@@ -155,6 +177,13 @@ std::optional<ApiError> read_response_format(const ojson& v, Collector& found) {
                                  "\"json_schema\", got {}",
                                  describe(*type)),
                      p);
+}
+
+/// Errors inside structured_outputs name the top-level field as param (the message names the
+/// key), as for response_format.
+std::optional<ApiError> in_structured_outputs(ApiError err) {
+  err.param = "structured_outputs";
+  return err;
 }
 
 std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found) {
@@ -179,20 +208,20 @@ std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& k = it.key();
     const ojson& x = it.value();
-    const std::string param = "structured_outputs." + k;
+    const std::string param = "structured_outputs." + k;  // named in messages
     if (x.is_null()) continue;
     if (k == "json") {
       ConstraintSpec s;
-      if (auto err = read_schema(x, param, &s)) return err;
+      if (auto err = read_schema(x, param, &s)) return in_structured_outputs(*err);
       if (auto err = set(std::move(s), k)) return err;
     } else if (k == "regex" || k == "grammar") {
       ConstraintSpec s;
       s.kind = k == "regex" ? ConstraintSpec::Kind::kRegex : ConstraintSpec::Kind::kGrammar;
-      if (auto err = read_string(x, param, &s.text)) return err;
+      if (auto err = read_string(x, param, &s.text)) return in_structured_outputs(*err);
       if (auto err = set(std::move(s), k)) return err;
     } else if (k == "choice") {
       ConstraintSpec s;
-      if (auto err = read_choices(x, param, &s)) return err;
+      if (auto err = read_choices(x, param, &s)) return in_structured_outputs(*err);
       if (auto err = set(std::move(s), k)) return err;
     } else if (k == "json_object") {
       if (!x.is_boolean())
@@ -294,6 +323,27 @@ std::optional<ApiError> read_tool_choice(const ojson& body, ToolChoice* out) {
   *out = ToolChoice{};
   if (const auto t = body.find("tools"); t != body.end() && t->is_array()) out->tools = *t;
   const bool has_tools = !out->tools.empty();
+  std::set<std::string> names;
+  for (size_t i = 0; i < out->tools.size(); ++i) {
+    const ojson& t = out->tools[i];
+    if (!is_function_tool(t)) continue;  // protocol.cc names the shape error
+    const std::string& name = t["function"]["name"].get_ref<const std::string&>();
+    if (!names.insert(name).second)
+      return bad_request(fmt::format("tools[{}]: the function name '{}' is given twice", i,
+                                     name.size() > 64 ? name.substr(0, 61) + "..." : name),
+                         "tools");
+    const ojson& f = t["function"];
+    if (f.contains("parameters") && !f["parameters"].is_null()) {
+      const ojson& p = f["parameters"];
+      // OpenAI: parameters is a JSON Schema object describing an object (arguments are a
+      // JSON object); a non-object type could never be a call's arguments.
+      if (!p.is_object() || (p.contains("type") && p["type"] != "object"))
+        return bad_request(fmt::format("tools[{}].function.parameters must be a JSON Schema of "
+                                       "an object ({{\"type\": \"object\", ...}}), got {}",
+                                       i, describe(p)),
+                           "tools");
+    }
+  }
   if (const auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
     if (!p->is_boolean())
       return bad_request(fmt::format("'parallel_tool_calls' must be a boolean, got {}",

@@ -21,6 +21,8 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint(const Constr
       } catch (const nlohmann::json::exception& e) {
         return InvalidArgument("JSON schema is not valid JSON: {}", e.what());
       }
+      if (json_nesting_exceeds(schema, kMaxSchemaNesting))
+        return InvalidArgument("JSON schema nests deeper than {} levels", kMaxSchemaNesting);
       g = compile_json_schema(schema, spec.json);
       break;
     }
@@ -47,12 +49,17 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint(const Constr
     }
   }
   if (!g.ok()) return g.status();
+  if (const size_t n = g->num_elements(); n > spec.json.max_grammar_elements)
+    return ResourceExhausted("the constraint needs a grammar of {} elements, more than the limit "
+                             "of {}", n, spec.json.max_grammar_elements);
   return CompiledGrammar::compile(std::move(*g));
 }
 
-Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const ConstraintSpec& spec, size_t capacity) {
+Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const ConstraintSpec& spec, size_t capacity,
+                                                                           size_t max_cached_elements) {
   static std::mutex mu;
   static std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru;
+  static size_t cached_elements = 0;
   static std::unordered_map<std::string, decltype(lru)::iterator> index;
   // Every variable-length part is length-prefixed, so no two specs share a key.
   std::string key = std::to_string(static_cast<int>(spec.kind)) + ':' + std::to_string(spec.text.size()) + ':' +
@@ -74,11 +81,14 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const
     record_refusal(kKinds[static_cast<int>(spec.kind)], compiled.status().message());
     return compiled.status();
   }
+  const size_t elements = (*compiled)->grammar().num_elements();
   std::lock_guard<std::mutex> lock(mu);
-  if (index.count(key) == 0) {
+  if (index.count(key) == 0 && elements <= max_cached_elements) {
     lru.emplace_front(key, *compiled);
     index[key] = lru.begin();
-    while (lru.size() > capacity) {
+    cached_elements += elements;
+    while (lru.size() > capacity || cached_elements > max_cached_elements) {
+      cached_elements -= lru.back().second->grammar().num_elements();
       index.erase(lru.back().first);
       lru.pop_back();
     }

@@ -27,8 +27,9 @@ struct ConstraintSpec {
 Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint(const ConstraintSpec& spec);
 
 /// compile_constraint through a process-wide cache of the last `capacity` distinct specs
-/// (errors are not cached). Thread-safe.
-Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const ConstraintSpec& spec,
-                                                                           size_t capacity = 256);
+/// whose grammars hold at most `max_cached_elements` elements together (errors are not
+/// cached; a grammar larger than the budget is returned but not kept). Thread-safe.
+Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(
+    const ConstraintSpec& spec, size_t capacity = 64, size_t max_cached_elements = 4'000'000);
 
 }  // namespace llmserve::structured_output

@@ -381,4 +381,63 @@ Grammar GrammarBuilder::finish(uint32_t root) {
   return g;
 }
 
+Status Grammar::prune_unproductive() {
+  const size_t n = rules.size();
+  if (root >= n) return Status::Ok();  // validate() reports it
+  // Productive rules by a worklist: each alternative counts its elements not yet known
+  // productive; a rule is productive once one of its alternatives reaches 0.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> users(n);  // rule -> (rule, alt)
+  std::vector<std::vector<uint32_t>> pending(n);
+  std::vector<char> productive(n, 0);
+  std::vector<uint32_t> work;
+  for (uint32_t r = 0; r < n; ++r) {
+    pending[r].assign(rules[r].alternatives.size(), 0);
+    for (uint32_t a = 0; a < rules[r].alternatives.size(); ++a) {
+      uint32_t count = 0;
+      bool dead = false;  // an empty byte set: never productive
+      for (const Element& e : rules[r].alternatives[a]) {
+        if (e.kind == Element::Kind::kRule) {
+          if (e.index < n) users[e.index].emplace_back(r, a);
+          ++count;
+        } else if (e.index >= byte_sets.size() || byte_sets[e.index].none()) {
+          dead = true;
+        }
+      }
+      pending[r][a] = dead ? count + (1u << 31) : count;
+      if (pending[r][a] == 0 && !productive[r]) {
+        productive[r] = 1;
+        work.push_back(r);
+      }
+    }
+  }
+  while (!work.empty()) {
+    const uint32_t r = work.back();
+    work.pop_back();
+    for (const auto& [user, alt] : users[r]) {
+      // One decrement per occurrence of r in the alternative (users lists each occurrence).
+      if (--pending[user][alt] == 0 && !productive[user]) {
+        productive[user] = 1;
+        work.push_back(user);
+      }
+    }
+  }
+  if (!productive[root])
+    return InvalidArgument("the constraint matches no string at all (rule '{}' has no finite "
+                           "derivation: an empty enum, a false schema, contradictory bounds, an "
+                           "empty character class, or recursion without a base case)",
+                           rules[root].name);
+  for (uint32_t r = 0; r < n; ++r) {
+    if (!productive[r]) continue;  // unreachable once the alternatives using it are gone
+    std::vector<Sequence>& alts = rules[r].alternatives;
+    size_t kept = 0;
+    for (size_t a = 0; a < alts.size(); ++a)
+      if (pending[r][a] == 0) {
+        if (kept != a) alts[kept] = std::move(alts[a]);  // never a self-move (it would empty it)
+        ++kept;
+      }
+    alts.resize(kept);
+  }
+  return Status::Ok();
+}
+
 }  // namespace llmserve::structured_output

@@ -53,6 +53,11 @@ struct Grammar {
   /// Checks that every index is in range, every rule has at least one alternative, and no rule
   /// is left-recursive (directly or through nullable prefixes). InvalidArgument names the rule.
   Status validate() const;
+  /// Removes every alternative that derives no string (it holds an empty byte set, or a rule
+  /// that derives none), so a matcher never enters a dead end: an exhausted tuple's ", item"
+  /// with `items: false`, an empty enum inside anyOf, "x" root without a base case.
+  /// InvalidArgument when the root itself derives no string. Linear in the grammar's size.
+  Status prune_unproductive();
   /// Number of elements over all alternatives (the size bound compilation enforces).
   size_t num_elements() const;
   /// GBNF-like text, one rule per line (for debugging and tests).

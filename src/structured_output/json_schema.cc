@@ -13,4 +13,17 @@ Grammar json_object_grammar(const JsonSchemaOptions& options) {
   return *detail::SchemaCompiler(kObject, options).run();
 }
 
+bool json_nesting_exceeds(const nlohmann::ordered_json& value, size_t max_depth) {
+  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> stack{{&value, 1}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth > max_depth) return true;
+    for (const auto& child : *v)
+      if (child.is_structured()) stack.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
 }  // namespace llmserve::structured_output

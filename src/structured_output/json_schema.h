@@ -52,6 +52,13 @@ struct JsonSchemaOptions {
 /// grammar would exceed the bounds.
 Expected<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});
 
+/// Most levels of nested arrays / objects a schema document may have (compile_json_schema's
+/// own limit; checked first, without recursion, so a schema nested 100,000 deep sent as text is
+/// refused before anything walks it recursively).
+inline constexpr size_t kMaxSchemaNesting = 64;
+/// True when `value` has more than `max_depth` levels of nested arrays / objects. Iterative.
+bool json_nesting_exceeds(const nlohmann::ordered_json& value, size_t max_depth);
+
 /// Any JSON object (response_format json_object).
 Grammar json_object_grammar(const JsonSchemaOptions& options = {});
 

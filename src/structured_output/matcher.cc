@@ -25,6 +25,7 @@ CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)) {
 
 Expected<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(Grammar grammar) {
   LLMS_RETURN_IF_ERROR(grammar.validate());
+  LLMS_RETURN_IF_ERROR(grammar.prune_unproductive());
   return std::shared_ptr<const CompiledGrammar>(new CompiledGrammar(std::move(grammar)));
 }
 

@@ -184,7 +184,9 @@ std::shared_ptr<const TokenMasker::CacheEntry> TokenMasker::cache_entry(Matcher&
   walk(m, heads, entry->accepted, &entry->uncertain);
   m.arena_.resize(arena_start);
   std::lock_guard<std::mutex> lock(g.mask_cache_mu_);
-  g.mask_cache_[key] = entry;
+  // Bounded per grammar (a long enum or a minLength string has a state per position): past
+  // the bound, entries are still computed and used, but not kept.
+  if (g.mask_cache_.size() < kMaxCacheEntriesPerGrammar) g.mask_cache_[key] = entry;
   return entry;
 }
 

@@ -73,6 +73,9 @@ class TokenMasker {
 
   /// Frames per cache key.
   static constexpr int kCachedFrames = 3;
+  /// Most cached mask parts kept per grammar (each holds a vocabulary-sized bitset: 16 KiB for
+  /// a 128k vocabulary, so at most 8 MiB per grammar).
+  static constexpr size_t kMaxCacheEntriesPerGrammar = 512;
 
   /// Sets `mask` (resized to the vocabulary) to the tokens whose whole byte string `matcher`
   /// accepts from its current state. The matcher's state is unchanged.

@@ -153,6 +153,47 @@ TEST(EngineStructuredOutput, GrammarStartsAfterTheReasoningEnd) {
   EXPECT_TRUE(structured_output::grammar_accepts(g, rest)) << "'" << rest << "'";
 }
 
+TEST(EngineStructuredOutput, WithoutAnOpeningTagTheGrammarAppliesFromTheFirstToken) {
+  // qwen3's rule: reasoning only when the output opens with <think>. Here the "tag" is a token
+  // the request bans, so the model cannot open it: the grammar must apply from token one.
+  auto e = make_engine();
+  auto g = compile(regex("[0-9]{3}"));
+  int32_t open = -1, close = -1;
+  for (int32_t id = 0; id < e->tokenizer().vocab_size(); ++id) {
+    if (e->tokenizer().piece(id) == "<") open = id;
+    if (e->tokenizer().piece(id) == ">") close = id;
+  }
+  ASSERT_GE(open, 0);
+  ASSERT_GE(close, 0);
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    EngineRequest r = request(*e, "Once upon a time", seed, g);
+    r.grammar_start_after_ids = {close};
+    r.grammar_reasoning_open_ids = {open};
+    r.params.logit_bias = {{open, -100.0f}};
+    const Result out = run_all(*e, {std::move(r)}, int64_t(10 + seed)).begin()->second;
+    EXPECT_EQ(out.finish, FinishReason::kStop) << out.text;
+    EXPECT_TRUE(structured_output::grammar_accepts(g, out.text)) << "'" << out.text << "'";
+  }
+}
+
+TEST(EngineStructuredOutput, TupleWithoutMoreItemsNeverAllowsAnotherComma) {
+  // prefixItems + items: false (QA): the grammar must not let ", " follow the last item.
+  auto g = compile(schema(R"({"type": "array", "prefixItems": [{"type": "string", "maxLength": 5},
+                              {"type": "integer"}], "items": false})"));
+  auto e = make_engine();
+  std::vector<EngineRequest> reqs;
+  for (uint64_t seed = 0; seed < 8; ++seed) reqs.push_back(request(*e, "Once", seed, g, 60));
+  for (auto& [id, r] : run_all(*e, std::move(reqs), 300)) {
+    EXPECT_NE(r.finish, FinishReason::kAbort) << r.text;
+    if (r.finish == FinishReason::kStop) {
+      EXPECT_TRUE(structured_output::grammar_accepts(g, r.text));
+    }
+  }
+  structured_output::Matcher m(g);
+  ASSERT_TRUE(m.advance("[\"a\", 1"));
+  EXPECT_FALSE(m.advance(","));
+}
+
 TEST(EngineStructuredOutput, TerminatedGrammarStopsWithoutEosAndLengthCutsAreLength) {
   auto e = make_engine();
   ConstraintSpec choice;

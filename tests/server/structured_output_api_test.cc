@@ -253,6 +253,8 @@ TEST(StructuredOutputApi, BadConstraintsAre400sNamingTheField) {
                           {"json_schema", {{"name", "x"}, {"schema", not_schema}}}}}}),
              "response_format", "keyword 'not'");
   expect_400(chat_body({{"structured_outputs", {{"regex", "(a"}}}}), "structured_outputs", "regex");
+  expect_400(chat_body({{"structured_outputs", {{"choice", "x"}}}}), "structured_outputs",
+             "structured_outputs.choice");
   expect_400(chat_body({{"structured_outputs", {{"grammar", "root ::= undefined_rule"}}}}),
              "structured_outputs", "undefined_rule");
   expect_400(chat_body({{"guided_regex", "a+"}, {"guided_choice", {"x"}}}), "guided_choice",
@@ -279,6 +281,32 @@ TEST(StructuredOutputApi, BadConstraintsAre400sNamingTheField) {
   bad_tool[0]["function"]["parameters"] = {{"type", "object"}, {"patternProperties", json::object()}};
   expect_400(chat_body({{"tools", bad_tool}, {"tool_choice", "required"}}), "tools",
              "patternProperties");
+  // Constraints that match nothing, and hostile shapes (QA): 400s, fast, naming the field.
+  expect_400(chat_body({{"response_format",
+                         {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", false}}}}}}),
+             "response_format", "matches no string");
+  expect_400(chat_body({{"guided_json", {{"enum", json::array()}}}}), "guided_json",
+             "matches no string");
+  expect_400(chat_body({{"grammar", "root ::= \"x\" root"}}), "grammar", "matches no string");
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+  deep += "1";
+  for (int i = 0; i < 100000; ++i) deep += "}";
+  expect_400(chat_body({{"guided_json", deep}}), "guided_json", "nests deeper than 64");
+  expect_400(chat_body({{"response_format",
+                         {{"type", "json_schema"}, {"json_schema", {{"name", "bad name!"}, {"schema", kPerson}}}}}}),
+             "response_format", "a-z");
+  expect_400(chat_body({{"tools", {kTools[0], kTools[0]}}, {"tool_choice", "required"}}), "tools",
+             "given twice");
+  json string_tool = kTools;
+  string_tool[1]["function"]["parameters"] = {{"type", "string"}};
+  expect_400(chat_body({{"tools", string_tool}, {"tool_choice", "required"}}), "tools",
+             "tools[1].function.parameters");
+  json enum_tool = kTools;
+  enum_tool[0]["function"]["parameters"] = {{"type", "object"}, {"properties", {{"a", {{"enum", json::array()}}}}},
+                                            {"required", {"a"}}};
+  expect_400(chat_body({{"tools", enum_tool}, {"tool_choice", "required"}}), "tools",
+             "tools[0].function.parameters");
   // The engine is unaffected: a plain request still works.
   const json ok = post_ok("/v1/chat/completions", chat_body({{"max_tokens", 5}}));
   EXPECT_EQ(ok["usage"]["completion_tokens"], 5);

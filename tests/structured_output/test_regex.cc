@@ -30,6 +30,12 @@ bool full(std::string_view pattern, std::string_view text) {
   return g && grammar_accepts(g, text);
 }
 
+/// Whether the pattern compiles (Grammar::prune_unproductive refuses one that matches nothing).
+bool compiles_to_something(std::string_view pattern) {
+  auto g = regex_grammar(pattern, {});
+  return g.ok() && CompiledGrammar::compile(std::move(g).value()).ok();
+}
+
 bool search(std::string_view pattern, std::string_view text) {
   auto g = compile_pattern(pattern, true);
   return g && grammar_accepts(g, text);
@@ -114,8 +120,7 @@ TEST(Regex, DotIsOneCodePointButNoLineTerminator) {
   for (const char* t : {"\n", "\r", "\xE2\x80\xA8", "\xE2\x80\xA9"}) EXPECT_FALSE(full(".", t)) << t;
   EXPECT_TRUE(full("[^a]", "\xE2\x80\xA8"));
   EXPECT_TRUE(full("[^]", "\n"));
-  EXPECT_FALSE(full("[]", ""));
-  EXPECT_FALSE(full("[]", "a"));
+  EXPECT_FALSE(compiles_to_something("[]"));  // matches no string: refused at compile time
   EXPECT_TRUE(full("a[]?", "a"));
 }
 
@@ -123,7 +128,8 @@ TEST(Regex, UnicodeEscapesAndClasses) {
   EXPECT_TRUE(full("\\u{1F600}", "\xF0\x9F\x98\x80"));
   EXPECT_TRUE(full("\\uD83D\\uDE00", "\xF0\x9F\x98\x80"));  // a surrogate pair is one code point
   EXPECT_TRUE(full("[\\uD83D\\uDE00-\\u{1F64F}]+", "\xF0\x9F\x98\x80\xF0\x9F\x99\x8F"));
-  EXPECT_FALSE(full("\\uD800", "\xED\xA0\x80"));  // a lone surrogate matches no UTF-8 text
+  // A lone surrogate matches no UTF-8 text: a pattern of only that matches nothing, refused.
+  EXPECT_FALSE(compiles_to_something("\\uD800"));
   EXPECT_TRUE(full("a\\uD800?", "a"));
   EXPECT_TRUE(full("\\u00e9", "\xC3\xA9"));
   EXPECT_TRUE(full("\\xe9", "\xC3\xA9"));  // \xHH is a code point, not a byte

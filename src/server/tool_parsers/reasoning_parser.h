@@ -62,6 +62,9 @@ class ReasoningParser {
   const std::string& name() const { return name_; }
   /// The tag that ends the reasoning span ("</think>", "[/THINK]").
   std::string_view end_tag() const { return format_.end_tag; }
+  /// The tag that opens it ("<think>"), and whether the output starts inside it without one.
+  std::string_view start_tag() const { return format_.start_tag; }
+  bool starts_in_reasoning() const { return format_.starts_in_reasoning; }
   /// Feeds the next text delta; returns what it decided.
   ReasoningDelta push(std::string_view delta);
   /// Ends the output, releasing held-back text. Call once.
