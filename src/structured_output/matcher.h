@@ -102,6 +102,7 @@ class CompiledGrammar {
   mutable std::mutex mask_cache_mu_;
   mutable const void* mask_cache_vocab_ = nullptr;
   mutable std::unordered_map<std::string, std::shared_ptr<const void>> mask_cache_;
+  mutable size_t mask_cache_bytes_ = 0;  // what mask_cache_ holds (TokenMasker's bound)
 };
 
 /// True iff `text` is a complete sentence of `grammar` (a slow, obvious use of Matcher for tests

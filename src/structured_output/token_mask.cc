@@ -166,6 +166,7 @@ std::shared_ptr<const TokenMasker::CacheEntry> TokenMasker::cache_entry(Matcher&
     std::lock_guard<std::mutex> lock(g.mask_cache_mu_);
     if (g.mask_cache_vocab_ != vocab_.get()) {
       g.mask_cache_.clear();
+      g.mask_cache_bytes_ = 0;
       g.mask_cache_vocab_ = vocab_.get();
     }
     auto it = g.mask_cache_.find(key);
@@ -186,7 +187,12 @@ std::shared_ptr<const TokenMasker::CacheEntry> TokenMasker::cache_entry(Matcher&
   std::lock_guard<std::mutex> lock(g.mask_cache_mu_);
   // Bounded per grammar (a long enum or a minLength string has a state per position): past
   // the bound, entries are still computed and used, but not kept.
-  if (g.mask_cache_.size() < kMaxCacheEntriesPerGrammar) g.mask_cache_[key] = entry;
+  const size_t bytes = entry->accepted.size() * sizeof(uint64_t) +
+                      entry->uncertain.size() * sizeof(uint32_t) + key.size() + 64;
+  if (g.mask_cache_bytes_ + bytes <= kMaxCacheBytesPerGrammar) {
+    g.mask_cache_[key] = entry;
+    g.mask_cache_bytes_ += bytes;
+  }
   return entry;
 }
 

@@ -73,9 +73,11 @@ class TokenMasker {
 
   /// Frames per cache key.
   static constexpr int kCachedFrames = 3;
-  /// Most cached mask parts kept per grammar (each holds a vocabulary-sized bitset: 16 KiB for
-  /// a 128k vocabulary, so at most 8 MiB per grammar).
-  static constexpr size_t kMaxCacheEntriesPerGrammar = 512;
+  /// Most bytes of cached mask parts kept per grammar (each part holds a vocabulary-sized
+  /// bitset, 16 KiB for a 128k vocabulary: 256 MiB is ~16,000 parts; at 64 MiB some MaskBench
+  /// schemas overflowed and warm p99 rose from 0.6 to 25 ms). Past it, parts are computed and
+  /// used but not kept.
+  static constexpr size_t kMaxCacheBytesPerGrammar = size_t{256} << 20;
 
   /// Sets `mask` (resized to the vocabulary) to the tokens whose whole byte string `matcher`
   /// accepts from its current state. The matcher's state is unchanged.
