@@ -54,23 +54,8 @@ ToolParseResult stream(const Factory& make, const std::string& text,
   apply_events(p->push(std::string_view(text).substr(at)), &r, false);
   apply_events(p->finish(), &r, false);
   EXPECT_TRUE(p->finished());
-  EXPECT_EQ(r.content, p->result().content);
-  EXPECT_EQ(r.tool_calls.size(), p->result().tool_calls.size());
-  for (size_t i = 0; i < r.tool_calls.size() && i < p->result().tool_calls.size(); ++i) {
-    EXPECT_EQ(r.tool_calls[i].id, p->result().tool_calls[i].id);
-    EXPECT_EQ(r.tool_calls[i].arguments, p->result().tool_calls[i].arguments);
-    r.tool_calls[i].complete = p->result().tool_calls[i].complete;
-  }
+  match_parser_result(*p, &r);
   return r;
-}
-
-std::string describe(const ToolParseResult& r) {
-  std::string out = "content=[" + r.content + "]";
-  for (const ToolCall& c : r.tool_calls) {
-    out += " {" + std::to_string(c.index) + " id=" + c.id + " name=" + c.name + " args=[" +
-           c.arguments + "]" + (c.complete ? "" : " incomplete") + "}";
-  }
-  return out;
 }
 
 void expect_split_invariant(const Factory& make, const std::string& text,

@@ -3,6 +3,7 @@
 // id and name; argument fragments follow for the latest call; no empty fragments).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -36,6 +37,28 @@ inline void apply_events(const std::vector<ToolEvent>& events, ToolParseResult* 
         break;
     }
   }
+}
+
+/// Checks that the replayed `r` agrees with the parser's own result() (ids and arguments of
+/// every call, content) and copies `complete`, which only the parser knows.
+inline void match_parser_result(const ToolParser& p, ToolParseResult* r) {
+  EXPECT_EQ(r->content, p.result().content);
+  EXPECT_EQ(r->tool_calls.size(), p.result().tool_calls.size());
+  for (size_t i = 0; i < r->tool_calls.size() && i < p.result().tool_calls.size(); ++i) {
+    EXPECT_EQ(r->tool_calls[i].id, p.result().tool_calls[i].id);
+    EXPECT_EQ(r->tool_calls[i].arguments, p.result().tool_calls[i].arguments);
+    r->tool_calls[i].complete = p.result().tool_calls[i].complete;
+  }
+}
+
+/// A readable, byte-exact rendering of a result (the texts may hold invalid UTF-8).
+inline std::string describe(const ToolParseResult& r) {
+  std::string out = "content=[" + r.content + "]";
+  for (const ToolCall& c : r.tool_calls) {
+    out += " {" + std::to_string(c.index) + " id=" + c.id + " name=" + c.name + " args=[" +
+           c.arguments + "]" + (c.complete ? "" : " incomplete") + "}";
+  }
+  return out;
 }
 
 }  // namespace llmserve::tool_parsers
