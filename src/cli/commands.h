@@ -40,6 +40,7 @@ class ServeCommand {
   std::string tool_call_parser_;   // --tool-call-parser
   bool enable_auto_tool_choice_ = false;
   std::string reasoning_parser_;   // --reasoning-parser
+  std::string replica_id_;         // --replica-id ("" = <hostname>:<port>)
 };
 
 class GenerateCommand {

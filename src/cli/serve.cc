@@ -52,6 +52,10 @@ ServeCommand::ServeCommand(CLI::App& app) {
   cmd_->add_option("--shutdown-timeout", shutdown_timeout_s_,
                    "Seconds SIGTERM/SIGINT lets requests in flight finish before aborting them")
       ->capture_default_str();
+  cmd_->add_option("--replica-id", replica_id_,
+                   "This replica's name behind a load balancer: the X-Replica-Id header of "
+                   "every response, \"replica_id\" in /v1/models, llmserve:replica_info in "
+                   "/metrics (default: <hostname>:<port>)");
   cmd_->add_flag("--disable-log-requests", disable_log_requests_,
                  "Do not write one access-log line per HTTP request");
   cmd_->add_flag("--ignore-unknown-fields", ignore_unknown_fields_,
@@ -92,6 +96,10 @@ int ServeCommand::run() {
   sc.host = host_;
   sc.port = port_;
   sc.num_http_threads = http_threads_;
+  if (cmd_->count("--replica-id") > 0 && replica_id_.empty())
+    return fail(InvalidArgument("--replica-id must not be empty (leave the flag out for "
+                                "<hostname>:<port>)"));
+  sc.replica_id = replica_id_;
   if (cmd_->count("--chat-template") > 0 && chat_template_.empty())
     return fail(InvalidArgument("--chat-template must not be empty (leave the flag out for the "
                                 "model's template)"));
@@ -129,6 +137,7 @@ int ServeCommand::run() {
   AsyncEngine async_engine(std::move(*engine), max_waiting_);
   HttpServer server(async_engine, sc);
   if (Status st = server.bind(); !st.ok()) return fail(st);
+  spdlog::info("replica id: {}", server.replica_id());
 
   std::atomic<bool> listen_returned{false};
   std::thread drain_thread;

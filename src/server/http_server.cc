@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,7 +45,32 @@ Status ServerConfig::validate() const {
   if (keep_alive_timeout_s < 1 || read_timeout_s < 1 || write_timeout_s < 1 ||
       request_read_timeout_s < 0)
     return InvalidArgument("HTTP timeouts must be >= 1 s");
+  if (!replica_id.empty() && !valid_replica_id(replica_id))
+    return InvalidArgument("--replica-id must be 1..128 characters of [A-Za-z0-9._:-], got '{}'",
+                           escape_for_log(replica_id.substr(0, 200)));
   return Status::Ok();
+}
+
+bool valid_replica_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string default_replica_id(int port) {
+  char host[256] = {};
+  std::string name = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "";
+  // Keep only characters valid in an id (a hostname is normally all of them).
+  std::string clean;
+  for (char c : name)
+    if (valid_replica_id(std::string_view(&c, 1))) clean += c;
+  if (clean.empty()) clean = "localhost";
+  if (clean.size() > 120) clean.resize(120);
+  return clean + ":" + std::to_string(port);
 }
 
 namespace {
@@ -247,6 +273,12 @@ struct HttpServer::Impl {
 
   std::mutex bind_mu;
   std::atomic<int> bound_port{0};
+  /// ServerConfig::replica_id, or the default once bound; fixed before listen().
+  std::string replica_id;
+  /// Sets X-Replica-Id on `res`.
+  void set_replica_header(Response& res) const {
+    if (!replica_id.empty()) res.set_header("X-Replica-Id", replica_id);
+  }
   std::atomic<bool> stopping{false};   // stop() was called
   std::atomic<bool> listening{false};  // inside listen()
   std::atomic<bool> draining{false};   // shutdown() began: new requests get 503
@@ -446,12 +478,21 @@ void HttpServer::Impl::setup() {
   svr.Post("/detokenize", [this](const Request& req, Response& res) {
     serving.detokenize(req, &res);
   });
+  // Each model card also says which replica answered ("replica_id", an llmserve extension
+  // beside OpenAI's fields).
   svr.Get("/v1/models", [this](const Request&, Response& res) {
-    res.set_content(serving.models().dump(), "application/json");
+    nlohmann::json list = serving.models();
+    for (nlohmann::json& card : list["data"]) card["replica_id"] = replica_id;
+    res.set_content(list.dump(), "application/json");
   });
   // OpenAI's retrieve-model; the id may contain '/' (served names such as "org/model").
   svr.Get(R"(/v1/models/(.+))", [this](const Request& req, Response& res) {
     serving.model(req.matches[1].str(), &res);
+    if (res.status != 200 && res.status != -1) return;
+    nlohmann::json card = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+    if (!card.is_object() || card.contains("error")) return;
+    card["replica_id"] = replica_id;
+    res.set_content(card.dump(), "application/json");
   });
   svr.Get("/version", [](const Request&, Response& res) {
     res.set_content(nlohmann::json{{"version", kLlmserveVersion}}.dump(), "application/json");
@@ -462,7 +503,9 @@ void HttpServer::Impl::setup() {
     res.set_content("{}", "application/json");
   });
   svr.Get("/metrics", [this](const Request&, Response& res) {
-    res.set_content(serving.metrics_page(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string page = serving.metrics_page();
+    render_replica_info(replica_id, serving.served_model_name(), &page);
+    res.set_content(page, "text/plain; version=0.0.4; charset=utf-8");
   });
 
   svr.set_pre_routing_handler([this](const Request& req, Response& res) {
@@ -475,6 +518,7 @@ void HttpServer::Impl::setup() {
     st.record = RequestRecord{};
     current_request_record() = &st.record;
     st.record.request_id = ensure_request_id(req, res);
+    set_replica_header(res);
     if (std::optional<ApiError> err = check_framing(req)) {
       set_error_response(*err, &res);
       res.set_header("Connection", "close");  // the body (if any) was not read
@@ -497,9 +541,10 @@ void HttpServer::Impl::setup() {
         unauthorized("missing or invalid API key; send 'Authorization: Bearer <key>'"), &res);
     return HandlerResponse::Handled;
   });
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([](const Request& req,
-                                                                Response& res) {
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req,
+                                                                    Response& res) {
     ensure_request_id(req, res);  // requests rejected before routing (413, 400) too
+    if (!res.has_header("X-Replica-Id")) set_replica_header(res);
     if (!res.body.empty()) return HandlerResponse::Unhandled;  // a handler's own JSON error
     const ApiError err = transport_error(req, res);
     if (err.http_status == 405) res.set_header("Allow", allowed_method(req.path));
@@ -547,6 +592,7 @@ Status HttpServer::bind() {
                   fmt::format("cannot listen on {}:{} (address in use or not available)", c.host,
                               c.port));
   impl_->svr.raise_backlog(kListenBacklog);
+  impl_->replica_id = c.replica_id.empty() ? default_replica_id(port) : c.replica_id;
   impl_->bound_port = port;
   return Status::Ok();
 }
@@ -622,5 +668,7 @@ int HttpServer::bound_port() const { return impl_->bound_port.load(); }
 const std::string& HttpServer::served_model_name() const {
   return impl_->serving.served_model_name();
 }
+
+const std::string& HttpServer::replica_id() const { return impl_->replica_id; }
 
 }  // namespace llmserve

@@ -11,7 +11,9 @@
 // too large, 429 request queue full (with Retry-After), 503 shutting down.
 //
 // Every response carries an X-Request-Id header (the client's, if sane, else a generated one)
-// and every request gets one structured access-log line at info level (see
+// and an X-Replica-Id header (ServerConfig::replica_id: which replica behind a load balancer
+// answered; /v1/models entries carry it as "replica_id" and /metrics as
+// llmserve:replica_info{replica_id=...} 1, docs/deployment.md), and every request gets one structured access-log line at info level (see
 // docs/operations.md) unless ServerConfig::log_requests is false.
 //
 // Usage (CLI):
@@ -25,6 +27,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "server/chat_output.h"
 
@@ -43,6 +46,11 @@ struct ServerConfig {
   int num_http_threads = 0;
   /// The model name clients must use (and see); empty: the engine's served_model_name().
   std::string served_model_name;
+  /// --replica-id: this process's name among the replicas behind a load balancer, sent as the
+  /// X-Replica-Id header of every response, the "replica_id" field of /v1/models entries and
+  /// the label of llmserve:replica_info in /metrics. Empty: "<hostname>:<bound port>".
+  /// At most 128 characters of [A-Za-z0-9._:-] (safe in a header and a label).
+  std::string replica_id;
   /// Non-empty: every /v1/* request needs "Authorization: Bearer <api_key>" (else 401).
   std::string api_key;
   /// --chat-template: a file path or the template text; empty = the model's, else built-in
@@ -72,9 +80,15 @@ struct ServerConfig {
   int request_read_timeout_s = 60;
 
   /// port in [0, 65535], num_http_threads in [0, 4096], non-empty host, timeouts >= 1
-  /// (request_read_timeout_s >= 0).
+  /// (request_read_timeout_s >= 0), replica_id empty or 1..128 of [A-Za-z0-9._:-].
   Status validate() const;
 };
+
+/// Whether `id` can be a replica id: 1..128 characters of [A-Za-z0-9._:-].
+bool valid_replica_id(std::string_view id);
+/// The default replica id: "<hostname>:<port>" (the hostname's characters outside
+/// valid_replica_id's set dropped; "localhost" if none is left).
+std::string default_replica_id(int port);
 
 class HttpServer {
  public:
@@ -111,6 +125,10 @@ class HttpServer {
 
   /// The model name the server answers to.
   const std::string& served_model_name() const;
+
+  /// The replica id in use (ServerConfig::replica_id, or "<hostname>:<port>" once bound);
+  /// empty before bind() when none was configured.
+  const std::string& replica_id() const;
 
  private:
   struct Impl;

@@ -91,6 +91,14 @@ std::string prometheus_label_value(const std::string& value) {
   return out;
 }
 
+void render_replica_info(const std::string& replica_id, const std::string& model_name,
+                         std::string* out) {
+  *out += "# HELP llmserve:replica_info This replica's id (--replica-id); always 1.\n"
+          "# TYPE llmserve:replica_info gauge\n";
+  *out += "llmserve:replica_info{model_name=\"" + prometheus_label_value(model_name) +
+          "\",replica_id=\"" + prometheus_label_value(replica_id) + "\"} 1.0\n";
+}
+
 ServerMetrics::ServerMetrics(int64_t max_model_len)
     : ttft_(ttft_buckets()),
       itl_(itl_buckets()),

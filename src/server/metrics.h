@@ -83,6 +83,13 @@ class Histogram {
 /// llmserve:structured_output_refused_total{keyword}.
 void render_structured_output(const std::string& labels, std::string* out);
 
+/// Appends the info gauge that names this replica behind a load balancer:
+///   # HELP / # TYPE llmserve:replica_info gauge
+///   llmserve:replica_info{model_name="<model_name>",replica_id="<replica_id>"} 1
+/// (docs/deployment.md: join it on the scrape target to tell replicas apart).
+void render_replica_info(const std::string& replica_id, const std::string& model_name,
+                         std::string* out);
+
 /// vllm:time_to_first_token_seconds.
 std::vector<double> ttft_buckets();
 /// vllm:inter_token_latency_seconds and vllm:time_per_output_token_seconds.

@@ -288,6 +288,7 @@ TEST(MetricsHttp, EveryFamilyHasHelpTypeAndIsListedOnce) {
       {"llmserve:structured_output_compile_seconds", "histogram"},
       {"llmserve:structured_output_mask_seconds", "histogram"},
       {"llmserve:structured_output_refused_total", "counter"},
+      {"llmserve:replica_info", "gauge"},  // replica_identity_test.cc
   };
   EXPECT_EQ(page.types, expected);
   for (const auto& [family, type] : expected)
