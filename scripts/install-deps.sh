@@ -17,6 +17,8 @@ PACKAGES=(
   libdnnl-dev           # oneDNN: comparator for bench_gemm (measured against our own GEMM kernels)
   curl                  # run.sh prints/uses a curl example; tests do not need it
   clang libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md): clang 14 + its fuzzer/ASan runtimes
+  nginx                 # deploy/nginx/: the load balancer in front of replicas (tests/deploy)
+  haproxy               # deploy/haproxy/: its config is checked with haproxy -c (tests/deploy)
 )
 
 # Node.js + npm for the `openai` npm client end-to-end test (tests/server/openai_client/):
