@@ -4,7 +4,8 @@
 // restart and drain replicas.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, execFileSync } from "node:child_process";
+import net from "node:net";
 import fs from "node:fs";
 import path from "node:path";
 import OpenAI from "openai";
@@ -16,6 +17,8 @@ const PIDS_DIR = process.env.PIDS_DIR;
 const LOG_DIR = process.env.LOG_DIR;
 const BIN = process.env.LLMSERVE_BIN;
 const SERVE_ARGS = JSON.parse(process.env.SERVE_ARGS);
+const DEPLOY_DIR = process.env.DEPLOY_DIR;
+const NGINX = process.env.NGINX;
 const IDS = REPLICAS.map((r) => r.id);
 const byId = Object.fromEntries(REPLICAS.map((r) => [r.id, r]));
 
@@ -106,6 +109,26 @@ function restartReplica(id) {
     { stdio: ["ignore", log, log], env },
   );
   fs.writeFileSync(path.join(PIDS_DIR, id), String(child.pid));
+  child.unref();
+  return child;
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/// Starts a process whose pid the driver's cleanup will kill (recorded under PIDS_DIR).
+function spawnTracked(name, cmd, argv) {
+  const log = fs.openSync(path.join(LOG_DIR, `${name}.log`), "a");
+  const env = { ...process.env };
+  delete env.LLMSERVE_API_KEY;
+  const child = spawn(cmd, argv, { stdio: ["ignore", log, log], env });
+  fs.writeFileSync(path.join(PIDS_DIR, name), String(child.pid));
   child.unref();
   return child;
 }
@@ -289,6 +312,74 @@ test("a client hang-up at nginx frees the replica's KV blocks within a second", 
   assert.ok(freedAfter !== null && freedAfter <= 1000, `freed after ${freedAfter} ms`);
   const r = await withTimeout(streamP, 5000, "aborted stream");
   assert.ok(r.error || r.finish !== "length", "the stream ran to its end despite the hang-up");
+});
+
+test("a 429 (queue full) from one replica is retried on another by nginx", async () => {
+  // A replica that takes 1 running + 1 waiting request and refuses the next with 429, beside
+  // r0, behind an nginx of their own rendered from the same template.
+  const tinyPort = await freePort();
+  const tiny = spawnTracked("tiny", BIN, ["serve", ...SERVE_ARGS, "--host", "127.0.0.1",
+    "--port", String(tinyPort), "--replica-id", "tiny", "--max-num-seqs", "1",
+    "--max-waiting", "1"]);
+  await waitHealthy(tinyPort);
+  // Directly, the third concurrent request gets 429 with Retry-After.
+  // (Staggered: AsyncEngine's count comes from the last engine step's snapshot, so a burst
+  // that arrives within one step can all be admitted to the queue.)
+  // Streams, so that each status is known at once; the admitted ones are hung up on after.
+  const hangUp = new AbortController();
+  const direct = await Promise.all(Array.from({ length: 3 }, async (_, i) => {
+    await sleep(150 * i);
+    return fetch(`http://127.0.0.1:${tinyPort}/v1/completions`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, signal: hangUp.signal,
+      body: JSON.stringify({ prompt: "x", max_tokens: 3000, ignore_eos: true, stream: true }),
+    });
+  }));
+  const refused = direct.filter((r) => r.status === 429);
+  assert.equal(refused.length, 1, direct.map((r) => r.status).join(","));
+  assert.ok(Number(refused[0].headers.get("retry-after")) >= 1);
+  hangUp.abort();
+  await Promise.all(direct.map((r) => r.text().catch(() => "")));
+  await withTimeout((async () => {
+    while (!/vllm:num_requests_running\{[^}]*\} 0/.test(
+      await (await fetch(`http://127.0.0.1:${tinyPort}/metrics`)).text())) await sleep(20);
+  })(), 5000, "tiny idle again");
+
+  const lbPort = await freePort();
+  const prefix = path.join(LOG_DIR, "lb_429");
+  fs.mkdirSync(prefix, { recursive: true });
+  const conf = execFileSync(path.join(DEPLOY_DIR, "nginx", "render.sh"), [
+    "--prefix", prefix, "--listen", `127.0.0.1:${lbPort}`, "--workers", "1",
+    `127.0.0.1:${tinyPort}`, `127.0.0.1:${byId.r0.port}`]);
+  fs.writeFileSync(path.join(prefix, "nginx.conf"), conf);
+  spawnTracked("nginx_429", NGINX, ["-p", prefix, "-e", path.join(prefix, "error.log"),
+    "-c", path.join(prefix, "nginx.conf"), "-g", "daemon off;"]);
+  const c = client(`http://127.0.0.1:${lbPort}`);
+  for (let i = 0; i < 100; ++i) {
+    try { if ((await fetch(`http://127.0.0.1:${lbPort}/lb-health`)).ok) break; } catch {}
+    await sleep(50);
+  }
+  const before = failureCount(await metrics("r0"), "queue_full");
+  const tinyBefore = await (await fetch(`http://127.0.0.1:${tinyPort}/metrics`)).text();
+  // least_conn sends tiny a third request once r0 holds as many: tiny answers 429, nginx
+  // passes the request on to r0.
+  const replies = await withTimeout(Promise.all(Array.from({ length: 8 }, async (_, i) => {
+    await sleep(120 * i);
+    const { data, response } = await c.completions
+      .create({ model: MODEL, prompt: `q${i}`, max_tokens: 1000, ignore_eos: true })
+      .withResponse();
+    assert.equal(data.choices[0].finish_reason, "length");
+    return response.headers.get("x-replica-id");
+  })), 40_000, "requests through the 429 nginx");
+  const tinyAfter = await (await fetch(`http://127.0.0.1:${tinyPort}/metrics`)).text();
+  const queueFull = (t) => Number(t.match(/llmserve:request_failure_total\{[^}]*reason="queue_full"[^}]*\} (\S+)/)[1]);
+  const retried = fs.readFileSync(path.join(prefix, "access.log"), "utf8")
+    .split("\n").filter((l) => l.includes("ustatus=429, 200")).length;
+  console.log(`429: replicas ${JSON.stringify(replies)}; tiny refused ` +
+              `${queueFull(tinyAfter) - queueFull(tinyBefore)}, nginx retried ${retried}`);
+  assert.ok(queueFull(tinyAfter) > queueFull(tinyBefore), "tiny never answered 429");
+  assert.ok(retried >= 1, "no 429 was retried by nginx");
+  assert.equal(failureCount(await metrics("r0"), "queue_full"), before);
+  process.kill(tiny.pid, "SIGKILL");
 });
 
 test("SIGKILL of one replica: not-started requests succeed, in-flight streams fail, it rejoins", async () => {
