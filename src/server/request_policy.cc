@@ -110,9 +110,7 @@ constexpr RequestField kFields[] = {
     {"guided_grammar", C | Ch, "vLLM", kHonoured, "", ""},
     {"guided_decoding_backend", C | Ch, "vLLM", kRefused, R"("auto")",
      "there is one structured-output backend, llmserve's own (src/structured_output)"},
-    {"guided_whitespace_pattern", C | Ch, "vLLM", kRefused, "",
-     "JSON whitespace is bounded by default; remove it with "
-     "structured_outputs.disable_any_whitespace"},
+    {"guided_whitespace_pattern", C | Ch, "vLLM", kHonoured, "", ""},
     {"structured_outputs", C | Ch, "vLLM", kHonoured, "", ""},
     {"grammar", C | Ch, "llama.cpp", kHonoured, "", ""},
     {"json_schema", C | Ch, "llama.cpp", kHonoured, "", ""},

@@ -102,6 +102,21 @@ std::optional<ApiError> read_choices(const ojson& v, const std::string& param,
   return std::nullopt;
 }
 
+bool is_json(const ConstraintSpec& spec) {
+  return spec.kind == ConstraintSpec::Kind::kJsonSchema ||
+         spec.kind == ConstraintSpec::Kind::kJsonObject;
+}
+
+/// vLLM's whitespace_pattern: a regex of JSON whitespace only (checked here, so the 400 names
+/// the field rather than the schema).
+std::optional<ApiError> read_whitespace_pattern(const ojson& v, const std::string& param,
+                                                std::string* out) {
+  if (auto err = read_string(v, param, out)) return err;
+  if (Status st = structured_output::check_whitespace_pattern(*out); !st.ok())
+    return bad_request(fmt::format("'{}': {}", param, st.message()), param);
+  return std::nullopt;
+}
+
 std::optional<ApiError> read_response_format(const ojson& v, Collector& found) {
   const std::string p = "response_format";
   if (!v.is_object())
@@ -194,6 +209,7 @@ std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found
                                    describe(v)),
                        p);
   bool compact = false;
+  std::string whitespace_pattern;
   std::optional<ConstraintSpec> spec;
   std::string which;
   auto set = [&](ConstraintSpec s, const std::string& key) -> std::optional<ApiError> {
@@ -234,10 +250,7 @@ std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found
       if (!x.is_boolean()) return bad_request(fmt::format("'{}' must be a boolean", param), p);
       compact = x.get<bool>();
     } else if (k == "whitespace_pattern") {
-      return bad_request("'structured_outputs.whitespace_pattern' is not supported: JSON "
-                         "whitespace is bounded by default (\"\", \" \", or a newline and up to "
-                         "20 spaces) or removed with 'disable_any_whitespace': true",
-                         p);
+      if (auto err = read_whitespace_pattern(x, param, &whitespace_pattern)) return err;
     } else if (k == "disable_fallback" || k == "disable_additional_properties") {
       // vLLM's backend switches: there is one backend, which never falls back and honours
       // additionalProperties as written.
@@ -258,20 +271,25 @@ std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found
                          p);
     }
   }
+  if (compact && !whitespace_pattern.empty())
+    return bad_request("'structured_outputs.disable_any_whitespace' and "
+                       "'structured_outputs.whitespace_pattern' conflict; send one",
+                       p);
+  const char* ws_option = compact ? "disable_any_whitespace" : "whitespace_pattern";
   if (!spec) {
-    if (compact)
-      return bad_request("'structured_outputs.disable_any_whitespace' needs 'json' or "
-                         "'json_object' in the same object",
+    if (compact || !whitespace_pattern.empty())
+      return bad_request(fmt::format("'structured_outputs.{}' needs 'json' or 'json_object' in "
+                                     "the same object",
+                                     ws_option),
                          p);
     return std::nullopt;
   }
-  if (compact && spec->kind != ConstraintSpec::Kind::kJsonSchema &&
-      spec->kind != ConstraintSpec::Kind::kJsonObject)
-    return bad_request(fmt::format("'structured_outputs.disable_any_whitespace' applies to JSON "
-                                   "only, not to '{}'",
-                                   which),
+  if ((compact || !whitespace_pattern.empty()) && !is_json(*spec))
+    return bad_request(fmt::format("'structured_outputs.{}' applies to JSON only, not to '{}'",
+                                   ws_option, which),
                        p);
   spec->json.whitespace.compact = compact;
+  spec->json.whitespace.pattern = whitespace_pattern;
   return found.add(std::move(*spec), p);
 }
 
@@ -312,10 +330,24 @@ std::optional<ApiError> read_output_constraint(const ojson& body,
     if (auto err = read_schema(*v, "json_schema", &s)) return err;
     if (auto err = found.add(std::move(s), "json_schema")) return err;
   }
-  if (field("guided_whitespace_pattern"))
-    return bad_request("'guided_whitespace_pattern' is not supported: JSON whitespace is bounded "
-                       "by default; remove it with structured_outputs.disable_any_whitespace",
-                       "guided_whitespace_pattern");
+  if (const ojson* v = field("guided_whitespace_pattern")) {  // vLLM's older spelling
+    const std::string param = "guided_whitespace_pattern";
+    std::string pattern;
+    if (auto err = read_whitespace_pattern(*v, param, &pattern)) return err;
+    if (!*out || !is_json((*out)->spec))
+      return bad_request(fmt::format("'{}' applies to a JSON constraint (guided_json, "
+                                     "response_format json_schema / json_object){}",
+                                     param,
+                                     *out ? ", not to '" + (*out)->param + "'" : std::string()),
+                         param);
+    auto& ws = (*out)->spec.json.whitespace;
+    if (ws.compact || !ws.pattern.empty())
+      return bad_request(fmt::format("'{}' conflicts with structured_outputs' own whitespace "
+                                     "option; send one",
+                                     param),
+                         param);
+    ws.pattern = std::move(pattern);
+  }
   return std::nullopt;
 }
 

@@ -25,12 +25,12 @@ struct OutputConstraint {
 ///  - response_format: {"type": "text"} (none), {"type": "json_object"}, {"type":
 ///    "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (OpenAI);
 ///  - structured_outputs: {json | regex | choice | grammar | json_object, plus
-///    disable_any_whitespace} (vLLM); guided_json / guided_regex / guided_choice /
-///    guided_grammar (vLLM's older names);
+///    disable_any_whitespace or whitespace_pattern} (vLLM); guided_json / guided_regex /
+///    guided_choice / guided_grammar / guided_whitespace_pattern (vLLM's older names);
 ///  - grammar (GBNF text) and json_schema (a schema object) (llama.cpp).
 /// `*out` stays nullopt when none asks for anything. Errors (400 naming the field): wrong
-/// shapes, unknown keys inside these objects, more than one constraint, whitespace_pattern
-/// (only disable_any_whitespace is supported).
+/// shapes, unknown keys inside these objects, more than one constraint, a whitespace pattern
+/// that may match more than JSON whitespace or comes without a JSON constraint.
 std::optional<ApiError> read_output_constraint(const nlohmann::ordered_json& body,
                                                std::optional<OutputConstraint>* out);
 

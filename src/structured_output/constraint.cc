@@ -64,7 +64,8 @@ Expected<std::shared_ptr<const CompiledGrammar>> compile_constraint_cached(const
   // Every variable-length part is length-prefixed, so no two specs share a key.
   std::string key = std::to_string(static_cast<int>(spec.kind)) + ':' + std::to_string(spec.text.size()) + ':' +
                     spec.text + std::to_string(spec.json.whitespace.compact) + ':' +
-                    std::to_string(spec.json.whitespace.max_indent);
+                    std::to_string(spec.json.whitespace.max_indent) + ':' +
+                    std::to_string(spec.json.whitespace.pattern.size()) + ':' + spec.json.whitespace.pattern;
   for (const std::string& c : spec.choices) key += ':' + std::to_string(c.size()) + ':' + c;
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -37,7 +37,16 @@ struct JsonWhitespace {
   /// cannot spend max_tokens on whitespace). The default form is llama.cpp's
   /// json-schema-to-grammar `space` rule shape: "" | " " | "\n" [ \t]{0,N}.
   int max_indent = 20;
+  /// vLLM's whitespace_pattern (outlines' JSON whitespace option): when not empty, a regular
+  /// expression (whole match, regex.h's syntax) for the whitespace allowed between tokens,
+  /// replacing the default. Its language may hold only JSON whitespace (space, \t, \n, \r):
+  /// anything else is InvalidArgument. Ignored when `compact`.
+  std::string pattern;
 };
+
+/// OK when `pattern` compiles (regex.h) and every byte it may match is JSON whitespace
+/// (space, \t, \n, \r); else InvalidArgument saying which.
+Status check_whitespace_pattern(const std::string& pattern);
 
 struct JsonSchemaOptions {
   JsonWhitespace whitespace;
@@ -56,6 +65,11 @@ Expected<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, cons
 /// own limit; checked first, without recursion, so a schema nested 100,000 deep sent as text is
 /// refused before anything walks it recursively).
 inline constexpr size_t kMaxSchemaNesting = 64;
+
+/// Objects with 2..kMaxAnyOrderProperties declared properties accept them in any order (a rule
+/// per subset of the properties written so far: 2^n rules); larger ones follow `properties`
+/// order, with additional properties after the declared ones.
+inline constexpr size_t kMaxAnyOrderProperties = 8;
 /// True when `value` has more than `max_depth` levels of nested arrays / objects. Iterative.
 bool json_nesting_exceeds(const nlohmann::ordered_json& value, size_t max_depth);
 

@@ -18,23 +18,23 @@ namespace llmserve::structured_output::detail {
 
 using json = nlohmann::ordered_json;
 
-inline Element make_whitespace(GrammarBuilder& b, const JsonWhitespace& ws) {
-  if (ws.compact) return b.literal("");
-  ByteSet indent;
-  indent.set(' ');
-  indent.set('\t');
-  Element tail = b.repeat(b.byte_set(indent), 0, ws.max_indent);
-  return b.choice({{}, {b.byte(' ')}, {b.byte('\n'), tail}}, "ws");
-}
+/// The element allowed between JSON tokens (JsonWhitespace); InvalidArgument for a
+/// whitespace pattern that does not compile or may match anything but JSON whitespace.
+Expected<Element> make_whitespace(GrammarBuilder& b, const JsonWhitespace& ws);
 
 /// Compiles one schema (see json_schema.h); the type-specific parts are in json_schema_types.cc.
 class SchemaCompiler {
  public:
   SchemaCompiler(const json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options), parts_(b_, make_whitespace(b_, options.whitespace)) {}
+      : root_(root),
+        options_(options),
+        ref_overrides_siblings_(ref_overrides_siblings(root)),
+        whitespace_(make_whitespace(b_, options.whitespace)),
+        parts_(b_, whitespace_.ok() ? *whitespace_ : b_.literal("")) {}
 
   /// Compiles `top` (default: the root schema); references resolve against the root.
   Expected<Grammar> run(const json* top = nullptr) {
+    if (!whitespace_.ok()) return whitespace_.status();
     uint32_t top_rule = b_.add_rule("root");
     LLMS_ASSIGN_OR_RETURN(Element value, compile(top ? *top : root_, "", 0));
     b_.add_alternative(top_rule, {parts_.ws(), value, parts_.ws()});
@@ -43,6 +43,16 @@ class SchemaCompiler {
   }
 
  private:
+  // Whether the root's $schema names a draft before 2019-09 (draft-03 to draft-07), where a
+  // $ref replaces its whole schema object. Without $schema the current draft applies.
+  static bool ref_overrides_siblings(const json& root) {
+    if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) return false;
+    const std::string uri = root["$schema"].get<std::string>();
+    for (const char* draft : {"draft-03", "draft-04", "draft-05", "draft-06", "draft-07"})
+      if (uri.find(draft) != std::string::npos) return true;
+    return false;
+  }
+
   Status too_big() const {
     return ResourceExhausted("JSON schema is too large: its grammar exceeds {} elements", options_.max_grammar_elements);
   }
@@ -112,7 +122,9 @@ class SchemaCompiler {
     if (!schema["$ref"].is_string()) return InvalidArgument("JSON Schema $ref at '{}' is not a string", path);
     std::string ref = schema["$ref"].get<std::string>();
     LLMS_ASSIGN_OR_RETURN(const json* target, resolve(ref, path));
-    if (has_constraints(schema, {"$ref"})) {  // $ref with sibling constraints: both apply
+    // $ref with sibling constraints: both apply (2019-09 on), or the siblings are ignored
+    // (draft 4-7: "All other properties in a "$ref" object MUST be ignored", draft-07 core 8.3).
+    if (!ref_overrides_siblings_ && has_constraints(schema, {"$ref"})) {
       json merged = json::object();
       merged["allOf"] = json::array({json{{"$ref", ref}}, without(schema, {"$ref"})});
       return compile(merged, path, depth + 1);
@@ -131,7 +143,7 @@ class SchemaCompiler {
       LLMS_ASSIGN_OR_RETURN(const json* t, resolve(s["$ref"].get<std::string>(), path));
       json rest = without(s, {"$ref"});
       LLMS_ASSIGN_OR_RETURN(json target, deref(*t, path, hops + 1));
-      if (rest.empty()) return target;
+      if (rest.empty() || ref_overrides_siblings_) return target;
       return merge(target, rest, path);
     }
     return s;
@@ -382,10 +394,16 @@ class SchemaCompiler {
   Expected<Element> compile_array(const json& schema, const std::string& path, int depth);
   Expected<Element> compile_object(const json& schema, const std::string& path, int depth);
   Expected<Element> extra_key(const std::vector<std::string>& names);
+  /// `{ ... }` with the declared `members` (one per `list` entry) in any order, each at most
+  /// once, every `required` one present, and `extra_member` (when set) anywhere between them.
+  Element any_order_object(const std::vector<Element>& members, const std::vector<std::pair<std::string, json>>& list,
+                           const std::set<std::string>& required, const std::optional<Element>& extra_member);
 
   const json& root_;
   JsonSchemaOptions options_;
+  bool ref_overrides_siblings_ = false;  // ref_overrides_siblings(root_)
   GrammarBuilder b_;
+  Expected<Element> whitespace_;  // before parts_, which holds it
   JsonParts parts_;
   std::unordered_map<const json*, uint32_t> ref_rules_;
 };

@@ -1,4 +1,5 @@
 // The JSON Schema compiler's type-specific parts: strings, numbers, arrays, objects.
+#include <algorithm>
 #include <cmath>
 
 #include "structured_output/json_schema_compiler.h"
@@ -251,6 +252,39 @@ Expected<Element> SchemaCompiler::extra_key(const std::vector<std::string>& name
   return b_.group({b_.byte('"'), Element::rule(rules[0])}, "extra-key");
 }
 
+Element SchemaCompiler::any_order_object(const std::vector<Element>& members,
+                                         const std::vector<std::pair<std::string, json>>& list,
+                                         const std::set<std::string>& required,
+                                         const std::optional<Element>& extra_member) {
+  // One rule per subset S of the declared properties already written (after[S]: something was
+  // written, a comma comes next). Every declared property at most once, in any order, additional
+  // ones anywhere between them; the object may close once S holds every required property. Key
+  // strings are distinct literals (extra keys exclude the declared names), so each instance has
+  // exactly one derivation. 2^n rules of at most n + 2 alternatives: n <= kMaxAnyOrderProperties.
+  Element ws = parts_.ws();
+  Element comma = b_.group({ws, b_.byte(','), ws}, "comma");
+  const size_t n = list.size();
+  uint32_t required_mask = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (required.count(list[i].first)) required_mask |= 1u << i;
+  }
+  const uint32_t num_subsets = 1u << n;
+  std::vector<uint32_t> after(num_subsets);
+  for (uint32_t s = 0; s < num_subsets; ++s) after[s] = b_.add_rule("props-any");
+  for (uint32_t s = 0; s < num_subsets; ++s) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!((s >> i) & 1u)) b_.add_alternative(after[s], {comma, members[i], Element::rule(after[s | (1u << i)])});
+    }
+    if (extra_member) b_.add_alternative(after[s], {comma, *extra_member, Element::rule(after[s])});
+    if ((s & required_mask) == required_mask) b_.add_alternative(after[s], {});
+  }
+  uint32_t first = b_.add_rule("props-any-first");  // nothing written yet
+  for (size_t i = 0; i < n; ++i) b_.add_alternative(first, {members[i], Element::rule(after[1u << i])});
+  if (extra_member) b_.add_alternative(first, {*extra_member, Element::rule(after[0])});
+  if (required_mask == 0) b_.add_alternative(first, {});
+  return b_.group({b_.byte('{'), ws, Element::rule(first), ws, b_.byte('}')}, "object");
+}
+
 Expected<Element> SchemaCompiler::compile_object(const json& schema, const std::string& path, int depth) {
   json props = schema.value("properties", json::object());
   if (!props.is_object()) return InvalidArgument("JSON Schema properties at '{}' is not an object", path.empty() ? "/" : path);
@@ -286,30 +320,57 @@ Expected<Element> SchemaCompiler::compile_object(const json& schema, const std::
     names.push_back(name);
     members.push_back(b_.group({b_.literal(json_string_literal(name)), ws, b_.byte(':'), ws, value}, "member"));
   }
-  // Tail: additional properties after the declared ones.
-  Element first_tail = b_.literal(""), more_tail = b_.literal("");
+  std::optional<Element> extra_member;  // a property not declared, when additionalProperties allows it
   if (!closed) {
     LLMS_ASSIGN_OR_RETURN(Element value, compile(additional, path + "/additionalProperties", depth + 1));
     LLMS_ASSIGN_OR_RETURN(Element key, extra_key(names));
-    Element member = b_.group({key, ws, b_.byte(':'), ws, value}, "extra-member");
-    more_tail = b_.star(b_.group({comma, member}, "more-extra"));
-    first_tail = b_.optional(b_.group({member, more_tail}, "extras"));
+    extra_member = b_.group({key, ws, b_.byte(':'), ws, value}, "extra-member");
   }
-  // F(i): nothing written yet; C(i): something written (a comma comes first). From the end.
-  Element f = first_tail, c = more_tail;
-  for (size_t i = list.size(); i-- > 0;) {
-    bool must = req.count(list[i].first) > 0;
-    std::vector<Sequence> fa = {{members[i], c}}, ca = {{comma, members[i], c}};
-    if (!must) {
-      fa.push_back({f});
-      ca.push_back({c});
+  if (list.size() >= 2 && list.size() <= kMaxAnyOrderProperties) {
+    return any_order_object(members, list, req, extra_member);
+  }
+  // Too many declared properties for the subset construction: `properties` order, or the
+  // `required` order (the required properties first, as `required` lists them, then the
+  // others in `properties` order) where that differs: generators of JSON, models included,
+  // often write an object in the order its `required` list gives. Additional properties come
+  // after the declared ones.
+  Element first_tail = b_.literal(""), more_tail = b_.literal("");
+  if (extra_member) {
+    more_tail = b_.star(b_.group({comma, *extra_member}, "more-extra"));
+    first_tail = b_.optional(b_.group({*extra_member, more_tail}, "extras"));
+  }
+  auto in_order = [&](const std::vector<size_t>& order) {
+    // F(i): nothing written yet; C(i): something written (a comma comes first). From the end.
+    Element f = first_tail, c = more_tail;
+    for (size_t k = order.size(); k-- > 0;) {
+      const size_t i = order[k];
+      bool must = req.count(list[i].first) > 0;
+      std::vector<Sequence> fa = {{members[i], c}}, ca = {{comma, members[i], c}};
+      if (!must) {
+        fa.push_back({f});
+        ca.push_back({c});
+      }
+      Element nf = b_.choice(std::move(fa), "props");
+      Element nc = b_.choice(std::move(ca), "props-more");
+      f = nf;
+      c = nc;
     }
-    Element nf = b_.choice(std::move(fa), "props");
-    Element nc = b_.choice(std::move(ca), "props-more");
-    f = nf;
-    c = nc;
+    return f;
+  };
+  std::vector<size_t> properties_order(list.size()), required_order;
+  for (size_t i = 0; i < list.size(); ++i) properties_order[i] = i;
+  for (const json& r : required) {
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].first == r.get<std::string>() &&
+          std::find(required_order.begin(), required_order.end(), i) == required_order.end())
+        required_order.push_back(i);
   }
-  return b_.group({b_.byte('{'), ws, f, ws, b_.byte('}')}, "object");
+  for (size_t i = 0; i < list.size(); ++i)
+    if (!req.count(list[i].first)) required_order.push_back(i);
+  Element body = in_order(properties_order);
+  if (required_order != properties_order)
+    body = b_.choice({{body}, {in_order(required_order)}}, "props-orders");
+  return b_.group({b_.byte('{'), ws, body, ws, b_.byte('}')}, "object");
 }
 
 }  // namespace llmserve::structured_output::detail

@@ -181,7 +181,7 @@ const std::map<std::string, Example>& examples() {
       {"guided_choice", {C, R"({"guided_choice": ["a", "b"]})", R"({"guided_choice": []})"}},
       {"guided_grammar", {C, R"({"guided_grammar": "root ::= \"a\""})", R"({"guided_grammar": "root ::= ["})"}},
       {"guided_decoding_backend", {C, R"({"guided_decoding_backend": "auto"})", R"({"guided_decoding_backend": "xgrammar"})"}},
-      {"guided_whitespace_pattern", {C, "", R"({"guided_whitespace_pattern": " "})"}},
+      {"guided_whitespace_pattern", {C, R"({"guided_json": {"type": "object"}, "guided_whitespace_pattern": " ?"})", R"({"guided_whitespace_pattern": " "})"}},
       {"structured_outputs", {C, R"({"structured_outputs": {"regex": "a+"}})", R"({"structured_outputs": {"regexp": "a+"}})"}},
       {"grammar", {C, R"({"grammar": "root ::= \"a\""})", R"({"grammar": "root ::= undefined"})"}},
       {"json_schema", {C, R"({"json_schema": {"type": "object"}})", R"({"json_schema": {"type": "object", "not": {}}})"}},

@@ -100,6 +100,8 @@ TEST(StructuredOutputApi, EveryConstraintFieldOnBothEndpoints) {
   object.kind = ConstraintSpec::Kind::kJsonObject;
   ConstraintSpec compact = schema_spec(kPerson);
   compact.json.whitespace.compact = true;
+  ConstraintSpec newlines = schema_spec(kPerson);  // vLLM's whitespace_pattern
+  newlines.json.whitespace.pattern = "\n?";
   const std::vector<Case> cases = {
       {"structured_outputs.regex", {{"structured_outputs", {{"regex", regex.text}}}}, regex},
       {"structured_outputs.choice", {{"structured_outputs", {{"choice", choice.choices}}}}, choice},
@@ -107,6 +109,12 @@ TEST(StructuredOutputApi, EveryConstraintFieldOnBothEndpoints) {
       {"structured_outputs.json compact",
        {{"structured_outputs", {{"json", kPerson}, {"disable_any_whitespace", true}}}},
        compact},
+      {"structured_outputs.json whitespace_pattern",
+       {{"structured_outputs", {{"json", kPerson}, {"whitespace_pattern", "\n?"}}}},
+       newlines},
+      {"guided_whitespace_pattern",
+       {{"guided_json", kPerson}, {"guided_whitespace_pattern", "\n?"}},
+       newlines},
       {"response_format json_object", {{"response_format", {{"type", "json_object"}}}}, object},
       {"guided_regex", {{"guided_regex", regex.text}}, regex},
       {"guided_choice", {{"guided_choice", choice.choices}}, choice},
@@ -263,8 +271,18 @@ TEST(StructuredOutputApi, BadConstraintsAre400sNamingTheField) {
              "structured_outputs", "send only one");
   expect_400(chat_body({{"structured_outputs", {{"jsn", kPerson}}}}), "structured_outputs",
              "structured_outputs.jsn");
-  expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", " *"}, {"json", kPerson}}}}),
-             "structured_outputs", "whitespace_pattern");
+  expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", "\\s*"}, {"json", kPerson}}}}),
+             "structured_outputs.whitespace_pattern", "other than JSON whitespace");
+  expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", " *"}, {"regex", "a"}}}}),
+             "structured_outputs", "applies to JSON only");
+  expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", " *"},
+                                                {"disable_any_whitespace", true},
+                                                {"json", kPerson}}}}),
+             "structured_outputs", "conflict");
+  expect_400(chat_body({{"guided_whitespace_pattern", " *"}}), "guided_whitespace_pattern",
+             "applies to a JSON constraint");
+  expect_400(chat_body({{"guided_json", kPerson}, {"guided_whitespace_pattern", "(a"}}),
+             "guided_whitespace_pattern", "guided_whitespace_pattern");
   expect_400(chat_body({{"response_format", {{"type", "json_schema"}}}}), "response_format",
              "json_schema");
   expect_400(chat_body({{"response_format", {{"type", "yaml"}}}}), "response_format", "yaml");

@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "structured_output/constraint.h"
 #include "structured_output/json_schema.h"
@@ -95,6 +98,94 @@ TEST(JsonSchema, WhitespaceIsBounded) {
   auto g = schema(R"({"type":"object"})");
   EXPECT_TRUE(grammar_accepts(g, "{\n    \"k\": [1, 2]\n}"));
   EXPECT_FALSE(grammar_accepts(g, "{" + std::string(40, ' ') + "}"));
+}
+
+// Objects accept their declared keys in any order, each at most once, the required ones
+// present (additional keys anywhere): checked against direct computation over every key sequence of up to 5 keys.
+TEST(JsonSchema, AnyOrderKeysAgainstEnumeration) {
+  for (bool open : {false, true}) {
+    std::string text = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},)"
+                       R"("c":{"type":"integer"},"d":{"type":"integer"}},"required":["b","d"],)"
+                       R"("additionalProperties":)" + std::string(open ? "true" : "false") + "}";
+    auto g = schema(text.c_str());
+    ASSERT_TRUE(g);
+    const std::string keys = open ? "abcdz" : "abcd";  // z: an additional property
+    std::vector<std::string> seqs = {""};
+    for (size_t len = 1; len <= 5; ++len) {
+      std::vector<std::string> next;
+      for (const std::string& q : seqs) {
+        if (q.size() + 1 != len) continue;
+        for (char k : keys) next.push_back(q + k);
+      }
+      seqs.insert(seqs.end(), next.begin(), next.end());
+    }
+    for (const std::string& q : seqs) {
+      std::string instance = "{";
+      for (size_t i = 0; i < q.size(); ++i) instance += (i ? ", \"" : "\"") + std::string(1, q[i]) + "\": 1";
+      instance += "}";
+      // Declared keys at most once; the additional key z may repeat (JSON allows duplicate
+      // names and additionalProperties constrains values, not counts).
+      std::string declared;
+      for (char k : q) if (k != 'z') declared += k;
+      bool distinct = std::set<char>(declared.begin(), declared.end()).size() == declared.size();
+      bool required = q.find('b') != std::string::npos && q.find('d') != std::string::npos;
+      ASSERT_EQ(grammar_accepts(g, instance), distinct && required) << text << "  " << instance;
+    }
+  }
+}
+
+// Above kMaxAnyOrderProperties declared properties, objects follow `properties` order or the
+// `required` order (required ones first, as listed, then the others in `properties` order).
+TEST(JsonSchema, LargeObjectsFollowPropertiesOrRequiredOrder) {
+  const size_t n = kMaxAnyOrderProperties + 1;
+  auto key = [](size_t i) { return "\"k" + std::to_string(i) + "\""; };
+  std::string props, required;
+  for (size_t i = 0; i < n; ++i) props += (i ? "," : "") + key(i) + R"(:{"type":"integer"})";
+  for (size_t i = n; i-- > 1;) required += (i + 1 < n ? "," : "") + key(i);  // k8..k1
+  auto object = [&](const std::vector<size_t>& order) {
+    std::string out = "{";
+    for (size_t j = 0; j < order.size(); ++j) out += (j ? "," : "") + key(order[j]) + ":1";
+    return out + "}";
+  };
+  auto g = schema((R"({"type":"object","additionalProperties":false,"properties":{)" + props +
+                   R"(},"required":[)" + required + "]}")
+                      .c_str());
+  ASSERT_TRUE(g);
+  std::vector<size_t> in_order, by_required, shuffled;
+  for (size_t i = 0; i < n; ++i) in_order.push_back(i);
+  for (size_t i = n; i-- > 1;) by_required.push_back(i);
+  by_required.push_back(0);
+  EXPECT_TRUE(grammar_accepts(g, object(in_order)));
+  EXPECT_TRUE(grammar_accepts(g, object(by_required)));
+  std::vector<size_t> without_optional(by_required.begin(), by_required.end() - 1);
+  EXPECT_TRUE(grammar_accepts(g, object(without_optional)));
+  shuffled = in_order;
+  std::swap(shuffled[1], shuffled[2]);  // neither order
+  EXPECT_FALSE(grammar_accepts(g, object(shuffled)));
+  std::vector<size_t> missing(in_order.begin(), in_order.end() - 1);  // k8 (required) absent
+  EXPECT_FALSE(grammar_accepts(g, object(missing)));
+}
+
+// vLLM's whitespace_pattern replaces the default whitespace; anything but JSON whitespace is
+// refused.
+TEST(JsonSchema, WhitespacePattern) {
+  ConstraintSpec spec;
+  spec.text = R"({"type":"object","properties":{"a":{"type":"integer"}}})";
+  spec.json.whitespace.pattern = "\n?";
+  auto c = compile_constraint(spec);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(grammar_accepts(*c, R"({"a":1})"));
+  EXPECT_TRUE(grammar_accepts(*c, "{\n\"a\":\n1\n}"));
+  EXPECT_FALSE(grammar_accepts(*c, R"({ "a":1})"));
+  EXPECT_FALSE(grammar_accepts(*c, "{\n\n\"a\":1}"));
+  EXPECT_TRUE(check_whitespace_pattern("[ \t]{0,4}").ok());
+  EXPECT_TRUE(check_whitespace_pattern("(\r\n|\n)?").ok());
+  for (const char* bad : {"\\s*", ".?", "[ a]*", "(a"}) {
+    Status st = check_whitespace_pattern(bad);
+    EXPECT_FALSE(st.ok()) << bad;
+    spec.json.whitespace.pattern = bad;
+    EXPECT_FALSE(compile_constraint(spec).ok()) << bad;
+  }
 }
 
 TEST(GrammarCheckCli, AcceptRejectAndRefusal) {

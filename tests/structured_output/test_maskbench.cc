@@ -151,9 +151,9 @@ TEST(MaskBench, NoInvalidAcceptedFewValidRejected) {
   for (auto& s : st.invalid_accepted_list) std::printf("INVALID ACCEPTED %s\n", s.c_str());
   EXPECT_EQ(st.invalid_accepted, 0);
   EXPECT_EQ(st.mask_mismatches, 0);
-  // Issue 16 asks for <= 0.2 %; today 1.1 % (21 of 1926), nearly all a property order other than
-  // the schema's (docs/structured_outputs.md). This bound keeps it from getting worse.
-  EXPECT_LE(st.valid_rejected.size(), static_cast<size_t>(st.valid * 0.012));
+  // Issue 16 asks for <= 0.2 %; today 3 of 1926 (0.16 %), each a key order in an object of
+  // more than kMaxAnyOrderProperties properties (docs/structured_outputs.md).
+  EXPECT_LE(st.valid_rejected.size(), static_cast<size_t>(st.valid * 0.002));
   EXPECT_GE(st.compiled, st.schemas * 84 / 100);
 }
 
