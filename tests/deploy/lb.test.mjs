@@ -353,7 +353,6 @@ test("a 429 (queue full) from one replica is retried on another by nginx", async
   fs.writeFileSync(path.join(prefix, "nginx.conf"), conf);
   spawnTracked("nginx_429", NGINX, ["-p", prefix, "-e", path.join(prefix, "error.log"),
     "-c", path.join(prefix, "nginx.conf"), "-g", "daemon off;"]);
-  const c = client(`http://127.0.0.1:${lbPort}`);
   for (let i = 0; i < 100; ++i) {
     try { if ((await fetch(`http://127.0.0.1:${lbPort}/lb-health`)).ok) break; } catch {}
     await sleep(50);
@@ -361,15 +360,29 @@ test("a 429 (queue full) from one replica is retried on another by nginx", async
   const before = failureCount(await metrics("r0"), "queue_full");
   const tinyBefore = await (await fetch(`http://127.0.0.1:${tinyPort}/metrics`)).text();
   // least_conn sends tiny a third request once r0 holds as many: tiny answers 429, nginx
-  // passes the request on to r0.
+  // passes the request on to r0. Streams, so that acceptance shows at once (a 429 can only
+  // come before the headers); every one is hung up on once accepted.
+  const hangUps = [];
   const replies = await withTimeout(Promise.all(Array.from({ length: 8 }, async (_, i) => {
-    await sleep(120 * i);
-    const { data, response } = await c.completions
-      .create({ model: MODEL, prompt: `q${i}`, max_tokens: 1000, ignore_eos: true })
-      .withResponse();
-    assert.equal(data.choices[0].finish_reason, "length");
-    return response.headers.get("x-replica-id");
-  })), 40_000, "requests through the 429 nginx");
+    await sleep(60 * i);
+    const ac = new AbortController();
+    hangUps.push(ac);
+    const r = await fetch(`http://127.0.0.1:${lbPort}/v1/completions`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, signal: ac.signal,
+      body: JSON.stringify({ model: MODEL, prompt: `q${i}`, max_tokens: 2000, ignore_eos: true,
+                             stream: true }),
+    });
+    assert.equal(r.status, 200);
+    return r.headers.get("x-replica-id");
+  })), 30_000, "requests through the 429 nginx");
+  for (const ac of hangUps) ac.abort();
+  const idle = async (url) => {
+    while (!/vllm:num_requests_running\{[^}]*\} 0/.test(await (await fetch(url)).text()))
+      await sleep(20);
+  };
+  await withTimeout(Promise.all([idle(`http://127.0.0.1:${tinyPort}/metrics`),
+                                 idle(`http://127.0.0.1:${byId.r0.port}/metrics`)]),
+                    5000, "replicas idle after the hang-ups");
   const tinyAfter = await (await fetch(`http://127.0.0.1:${tinyPort}/metrics`)).text();
   const queueFull = (t) => Number(t.match(/llmserve:request_failure_total\{[^}]*reason="queue_full"[^}]*\} (\S+)/)[1]);
   const retried = fs.readFileSync(path.join(prefix, "access.log"), "utf8")
