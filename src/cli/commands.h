@@ -36,6 +36,8 @@ class ServeCommand {
   int max_waiting_ = 256;
   double shutdown_timeout_s_ = 30;
   bool disable_log_requests_ = false;
+  bool disable_ui_ = false;
+  bool ui_show_prompts_ = false;
   bool ignore_unknown_fields_ = false;
   std::string tool_call_parser_;   // --tool-call-parser
   bool enable_auto_tool_choice_ = false;

@@ -58,6 +58,11 @@ ServeCommand::ServeCommand(CLI::App& app) {
                    "/metrics (default: <hostname>:<port>)");
   cmd_->add_flag("--disable-log-requests", disable_log_requests_,
                  "Do not write one access-log line per HTTP request");
+  cmd_->add_flag("--disable-ui", disable_ui_,
+                 "Do not serve the live dashboard (GET /ui and its event stream /ui/events)");
+  cmd_->add_flag("--ui-show-prompts", ui_show_prompts_,
+                 "Let the dashboard show each request's prompt text (off: prompts are never "
+                 "sent to it)");
   cmd_->add_flag("--ignore-unknown-fields", ignore_unknown_fields_,
                  "Accept request fields in no schema llmserve knows (a warning per name, once, "
                  "and the names in the X-LLMServe-Ignored-Fields response header) instead of "
@@ -111,6 +116,10 @@ int ServeCommand::run() {
     if (const char* env = std::getenv("LLMSERVE_API_KEY")) sc.api_key = env;
   sc.max_request_body_bytes = static_cast<size_t>(max_request_body_bytes_);
   sc.log_requests = !disable_log_requests_;
+  if (disable_ui_ && ui_show_prompts_)
+    return fail(InvalidArgument("--ui-show-prompts has no effect with --disable-ui; pass one"));
+  sc.enable_ui = !disable_ui_;
+  sc.ui_show_prompts = ui_show_prompts_;
   sc.ignore_unknown_fields = ignore_unknown_fields_;
   if (cmd_->count("--tool-call-parser") > 0)
     if (auto p = tool_parsers::make_tool_parser(tool_call_parser_); !p.ok())

@@ -62,10 +62,19 @@ Expected<std::shared_ptr<RequestStream>> AsyncEngine::submit(EngineRequest reque
     const int64_t id = next_request_id_++;
     stream = std::make_shared<RequestStream>(id);
     streams_.emplace(id, stream);
+    {
+      std::lock_guard<std::mutex> olock(observer_mu_);
+      if (observer_) observer_->on_submit(id, request);
+    }
     pending_adds_.emplace_back(id, std::move(request));
   }
   cv_.notify_all();
   return stream;
+}
+
+void AsyncEngine::set_observer(EngineObserver* observer) {
+  std::lock_guard<std::mutex> lock(observer_mu_);
+  observer_ = observer;
 }
 
 void AsyncEngine::abort(int64_t request_id) {
@@ -108,6 +117,7 @@ void AsyncEngine::loop() {
       adds.swap(pending_adds_);
       aborts.swap(pending_aborts_);
     }
+    std::vector<RequestOutput> refused;  // for the observer
     for (auto& [id, req] : adds) {
       Status st = engine_->add_request(id, std::move(req));
       if (!st.ok()) {  // validated in submit(); only a race with config could land here
@@ -115,6 +125,7 @@ void AsyncEngine::loop() {
         out.request_id = id;
         out.finished = true;
         out.finish_reason = FinishReason::kAbort;
+        refused.push_back(out);
         std::lock_guard<std::mutex> lock(mu_);
         if (auto it = streams_.find(id); it != streams_.end()) {
           it->second->push(std::move(out));
@@ -131,6 +142,13 @@ void AsyncEngine::loop() {
       // Work is queued but nothing could be scheduled (e.g. the dynamic batcher is waiting
       // for its delay): do not spin on the engine lock.
       std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    if (stats.num_steps != steps_before || !outputs.empty() || !refused.empty()) {
+      std::lock_guard<std::mutex> olock(observer_mu_);
+      if (observer_) {
+        if (!refused.empty()) observer_->on_step(*engine_, refused);
+        observer_->on_step(*engine_, outputs);
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     stats_ = stats;

@@ -37,6 +37,19 @@ class RequestStream {
   std::deque<RequestOutput> queue_;
 };
 
+/// Watches the engine from inside (the live dashboard, server/ui_routes.h). Callbacks must
+/// return quickly and never wait on a client.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  /// The submitting thread, after `request` was accepted as `request_id`.
+  virtual void on_submit(int64_t request_id, const EngineRequest& request) = 0;
+  /// The engine thread, after each step() that ran a step or produced outputs (requests that
+  /// failed to enter the engine come as finished outputs too). `engine` may be queried
+  /// (last_step, kv_snapshot, stats) during the call.
+  virtual void on_step(const LLMEngine& engine, const std::vector<RequestOutput>& outputs) = 0;
+};
+
 class AsyncEngine {
  public:
   /// Takes ownership of a loaded engine and starts the engine thread. `max_waiting` > 0 caps
@@ -58,6 +71,10 @@ class AsyncEngine {
   /// Aborts every request submitted and not finished yet (server shutdown deadline): each
   /// stream gets a final output with finish_reason abort after the next step.
   void abort_all();
+
+  /// Installs (or, with nullptr, removes) the one observer. Once this returns, a removed
+  /// observer is no longer called.
+  void set_observer(EngineObserver* observer);
 
   /// The cap on waiting requests (0 = unlimited).
   int32_t max_waiting() const { return max_waiting_; }
@@ -84,6 +101,8 @@ class AsyncEngine {
   int64_t next_request_id_ = 1;
   int32_t max_waiting_ = 0;
   bool stop_ = false;
+  std::mutex observer_mu_;               // held while the observer is called or replaced
+  EngineObserver* observer_ = nullptr;
   std::thread thread_;
 };
 

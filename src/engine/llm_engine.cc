@@ -45,6 +45,7 @@ class EngineCore final : public LLMEngine {
   }
   EngineStats stats() const override;
   const StepRecord& last_step() const override { return last_step_; }
+  std::optional<KvSnapshot> kv_snapshot() const override;
   const ModelConfig& model_config() const override { return model_file_->config(); }
   const EngineConfig& config() const override { return config_; }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
@@ -263,6 +264,20 @@ RequestOutput EngineCore::make_output(Request& req, std::vector<int32_t> new_tok
   out.num_preemptions = req.num_preemptions;
   out.timing = req.timing;
   return out;
+}
+
+std::optional<KvSnapshot> EngineCore::kv_snapshot() const {
+  KvSnapshot snap;
+  snap.step_idx = last_step_.step_idx;
+  const BlockPool& pool = kv_->pool();
+  snap.ref_counts.resize(static_cast<size_t>(pool.num_total_blocks()));
+  for (int32_t b = 0; b < pool.num_total_blocks(); ++b) snap.ref_counts[b] = pool.ref_count(b);
+  snap.cached = pool.cached_lru_order();
+  for (const auto& [id, req] : requests_)
+    if (!req->block_table.empty()) snap.block_tables.emplace_back(id, req->block_table);
+  std::sort(snap.block_tables.begin(), snap.block_tables.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return snap;
 }
 
 double EngineCore::kv_utilization() const {

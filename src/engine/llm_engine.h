@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "config/engine_config.h"
 #include "config/model_config.h"
+#include "engine/kv_snapshot.h"
 #include "engine/request_output.h"
 
 namespace llmserve {
@@ -51,6 +52,9 @@ class LLMEngine {
     return kEmpty;
   }
   virtual EngineStats stats() const = 0;
+  /// The KV block pool now (engine/kv_snapshot.h), for the dashboard; nullopt from engines
+  /// without a paged cache (test fakes). Engine thread only, between steps.
+  virtual std::optional<KvSnapshot> kv_snapshot() const { return std::nullopt; }
 
   virtual const ModelConfig& model_config() const = 0;
   virtual const EngineConfig& config() const = 0;  // with defaults resolved

@@ -45,6 +45,9 @@ struct EngineRequest {
   /// first of these (the grammar waits for the span's end) or one the grammar allows (it
   /// applies from there). Empty: the output starts inside the span.
   std::vector<int32_t> grammar_reasoning_open_ids;
+  /// The API's id of the request (e.g. "chatcmpl-…"), shown by the dashboard (GET /ui); the
+  /// engine does not read it.
+  std::string external_id;
 };
 
 /// Per-request timing, seconds on the now_seconds() clock (0 = not yet).

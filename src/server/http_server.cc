@@ -22,6 +22,7 @@
 
 #include "common/timing.h"
 #include "common/version.h"
+#include "dashboard/event_hub.h"
 #include "engine/async_engine.h"
 #include "server/api_error.h"
 #include "server/engine_bridge.h"
@@ -30,6 +31,7 @@
 #include "server/metrics.h"
 #include "server/builtin_chat_template.h"
 #include "server/openai_serving.h"
+#include "server/ui_routes.h"
 
 namespace llmserve {
 
@@ -252,6 +254,9 @@ ThreadRequestState& thread_request_state() {
 
 struct HttpServer::Impl {
   Impl(AsyncEngine& engine_in, ServerConfig config_in);
+  ~Impl() {
+    if (hub) engine.set_observer(nullptr);
+  }
   void setup();
   /// Polled by waiting handlers: server stopping, this request's client hung up, or (for a
   /// non-streaming request, i.e. one still inside its handler: `handler_done` unset) the
@@ -270,6 +275,8 @@ struct HttpServer::Impl {
   ServerMetrics metrics;
   OpenAIServing serving;
   HttplibServer svr;
+  /// The dashboard's event source (ServerConfig::enable_ui), the engine's observer.
+  std::unique_ptr<dashboard::EventHub> hub;
 
   std::mutex bind_mu;
   std::atomic<int> bound_port{0};
@@ -356,6 +363,19 @@ HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
                                                : config.served_model_name,
               resolve_or_builtin(config.chat_template, engine_in.engine()),
               config.ignore_unknown_fields, config.chat_output) {
+  if (config.enable_ui) {
+    const LLMEngine& e = engine.engine();
+    dashboard::HubConfig hub_config;
+    hub_config.show_prompts = config.ui_show_prompts;
+    dashboard::HelloInfo hello;
+    hello.model = config.served_model_name.empty() ? e.served_model_name() : config.served_model_name;
+    hello.num_total_blocks = engine.stats().num_total_blocks;
+    hello.block_size = e.config().cache.block_size;
+    hello.max_num_batched_tokens = e.config().scheduler.max_num_batched_tokens;
+    hello.max_num_seqs = e.config().scheduler.max_num_seqs;
+    hub = std::make_unique<dashboard::EventHub>(hub_config, std::move(hello), &e.tokenizer());
+    engine.set_observer(hub.get());
+  }
   setup();
 }
 
@@ -497,6 +517,8 @@ void HttpServer::Impl::setup() {
   svr.Get("/version", [](const Request&, Response& res) {
     res.set_content(nlohmann::json{{"version", kLlmserveVersion}}.dump(), "application/json");
   });
+  if (hub)
+    register_ui_routes(svr, *hub, [this] { return stopping.load() || draining.load(); });
   svr.Get("/health", [this](const Request&, Response& res) {
     if (draining.load() || stopping.load())
       return set_error_response(service_unavailable("the server is shutting down"), &res);
@@ -505,6 +527,14 @@ void HttpServer::Impl::setup() {
   svr.Get("/metrics", [this](const Request&, Response& res) {
     std::string page = serving.metrics_page();
     render_replica_info(replica_id, serving.served_model_name(), &page);
+    if (hub) {
+      page += fmt::format(
+          "# HELP llmserve:ui_subscribers Dashboards (GET /ui/events) open now.\n"
+          "# TYPE llmserve:ui_subscribers gauge\nllmserve:ui_subscribers {}\n"
+          "# HELP llmserve:ui_events_dropped_total Dashboard events dropped for slow clients.\n"
+          "# TYPE llmserve:ui_events_dropped_total counter\nllmserve:ui_events_dropped_total {}\n",
+          hub->num_subscribers(), hub->dropped_total());
+    }
     res.set_content(page, "text/plain; version=0.0.4; charset=utf-8");
   });
 
@@ -531,11 +561,16 @@ void HttpServer::Impl::setup() {
       set_error_response(service_unavailable("the server is shutting down"), &res);
       return HandlerResponse::Handled;
     }
-    if (config.api_key.empty() || !v1) return HandlerResponse::Unhandled;
+    const bool ui = hub && is_ui_path(req.path);
+    if (config.api_key.empty() || !(v1 || ui)) return HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     if (auth.size() >= kBearer.size() && auth.compare(0, kBearer.size(), kBearer) == 0 &&
         constant_time_equal(std::string_view(auth).substr(kBearer.size()), config.api_key))
+      return HandlerResponse::Unhandled;
+    // The dashboard's page and EventSource cannot send headers: ?api_key= as well.
+    if (ui && !ui_query_api_key(req).empty() &&
+        constant_time_equal(ui_query_api_key(req), config.api_key))
       return HandlerResponse::Unhandled;
     set_error_response(
         unauthorized("missing or invalid API key; send 'Authorization: Bearer <key>'"), &res);
@@ -593,6 +628,7 @@ Status HttpServer::bind() {
                               c.port));
   impl_->svr.raise_backlog(kListenBacklog);
   impl_->replica_id = c.replica_id.empty() ? default_replica_id(port) : c.replica_id;
+  if (impl_->hub) impl_->hub->set_replica_id(impl_->replica_id);
   impl_->bound_port = port;
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 //   GET  /v1/models             the one served model
 //   GET  /health                200 "{}" (503 while shutting down)
 //   GET  /metrics               Prometheus text (vllm:* names)
+//   GET  /ui, /ui/events        the live dashboard and its event stream (server/ui_routes.h)
 //
 // Errors are OpenAI-style JSON ({"error": {message, type, param, code}}): 400 bad input, 401
 // missing/wrong API key, 404 unknown model or path, 405 wrong method on a known path, 413 body
@@ -78,6 +79,10 @@ struct ServerConfig {
   /// read_timeout_s, so httplib alone would wait forever). Checked about once a second.
   /// 0 = off.
   int request_read_timeout_s = 60;
+  /// The live dashboard (GET /ui, /ui/events; server/ui_routes.h). --disable-ui turns it off.
+  bool enable_ui = true;
+  /// --ui-show-prompts: the dashboard shows each request's prompt text (off: never sent).
+  bool ui_show_prompts = false;
 
   /// port in [0, 65535], num_http_threads in [0, 4096], non-empty host, timeouts >= 1
   /// (request_read_timeout_s >= 0), replica_id empty or 1..128 of [A-Za-z0-9._:-].

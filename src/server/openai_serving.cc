@@ -386,6 +386,7 @@ void OpenAIServing::generate(Generation gen, httplib::Response* res,
   std::vector<std::unique_ptr<InflightRequest>> inflight;
   for (int32_t i = 0; i < gen.n; ++i) {
     EngineRequest request = gen.request;
+    request.external_id = gen.meta.id;
     if (request.params.seed) request.params.seed = *request.params.seed + uint64_t(i);
     Expected<std::shared_ptr<RequestStream>> stream = engine_.submit(std::move(request));
     // A rejected sample: the ones already submitted are aborted by ~InflightRequest.
