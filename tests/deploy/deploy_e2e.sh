@@ -169,7 +169,7 @@ done
 status=0
 LB_URL="http://127.0.0.1:$lb_port" LB_AFFINITY_URL="http://127.0.0.1:$aff_port" \
   REPLICAS="$replicas_json" PIDS_DIR="$tmp/pids" LOG_DIR="$tmp" LLMSERVE_BIN="$bin" \
-  DEPLOY_DIR="$deploy" NGINX="$NGINX" \
+  DEPLOY_DIR="$deploy" NGINX="$NGINX" HAPROXY="$(command -v haproxy || echo /usr/sbin/haproxy)" \
   SERVE_ARGS="$(node -e 'console.log(JSON.stringify(process.argv.slice(1)))' -- "${serve_args[@]}")" \
   timeout 150 node --test --test-timeout=60000 "$work/lb.test.mjs" || status=$?
 if [ "$status" -ne 0 ]; then

@@ -395,6 +395,67 @@ test("a 429 (queue full) from one replica is retried on another by nginx", async
   process.kill(tiny.pid, "SIGKILL");
 });
 
+const HAPROXY = process.env.HAPROXY || "/usr/sbin/haproxy";
+test("HAProxy (deploy/haproxy/haproxy.cfg): streaming, leastconn, a SIGTERM drain loses nothing",
+     { skip: fs.existsSync(HAPROXY) ? false : "haproxy not installed" }, async () => {
+  // Its own replica "hp" beside r0; the config's bind and server lines pointed at them.
+  const hpPort = await freePort();
+  const hp = spawnTracked("hp", BIN, ["serve", ...SERVE_ARGS, "--host", "127.0.0.1",
+    "--port", String(hpPort), "--replica-id", "hp"]);
+  await waitHealthy(hpPort);
+  const haPort = await freePort();
+  const cfg = fs.readFileSync(path.join(DEPLOY_DIR, "haproxy", "haproxy.cfg"), "utf8")
+    .replace(/bind 127\.0\.0\.1:8080/, `bind 127.0.0.1:${haPort}`)
+    .replace(/server r0 127\.0\.0\.1:8001/, `server r0 127.0.0.1:${byId.r0.port}`)
+    .replace(/server r1 127\.0\.0\.1:8002/, `server hp 127.0.0.1:${hpPort}`);
+  assert.ok(cfg.includes(`127.0.0.1:${hpPort}`) && cfg.includes(`127.0.0.1:${haPort}`));
+  const cfgPath = path.join(LOG_DIR, "haproxy.cfg");
+  fs.writeFileSync(cfgPath, cfg);
+  spawnTracked("haproxy", HAPROXY, ["-db", "-f", cfgPath]);
+  const base = `http://127.0.0.1:${haPort}`;
+  // Both servers up: rise 2 x inter 2 s from start.
+  const ha = client(base);
+  const upUntil = Date.now() + 15_000;
+  let both = false;
+  while (!both && Date.now() < upUntil) {
+    try {
+      const ids = await Promise.all(Array.from({ length: 4 }, () =>
+        ha.completions.create({ model: MODEL, prompt: "hi", max_tokens: 2 }).withResponse()
+          .then(({ response }) => response.headers.get("x-replica-id"))));
+      both = ids.includes("hp") && ids.includes("r0");
+    } catch {}
+    if (!both) await sleep(200);
+  }
+  assert.ok(both, "HAProxy did not spread requests over both servers");
+  const s = await stream(ha, { prompt: "Lily", max_tokens: 24, temperature: 0 });
+  assert.ok(s.chunks >= 2 && s.finish === "length", JSON.stringify(s));
+
+  // Drain hp with streams on it; requests during the drain all succeed.
+  const startedOn = [];
+  let allStarted;
+  const allStartedP = new Promise((r) => (allStarted = r));
+  const N = 8;
+  const streams = Array.from({ length: N }, (_, i) =>
+    stream(ha, { prompt: `H${i}`, max_tokens: 400, ignore_eos: true }, (id) => {
+      startedOn.push(id);
+      if (startedOn.length === N) allStarted();
+    }));
+  await withTimeout(allStartedP, 20_000, "streams started");
+  assert.ok(startedOn.includes("hp"), JSON.stringify(startedOn));
+  process.kill(hp.pid, "SIGTERM");
+  const during = await withTimeout(Promise.all(Array.from({ length: 12 }, async (_, i) => {
+    await sleep(50 * i);
+    const { response } = await ha.completions
+      .create({ model: MODEL, prompt: `d${i}`, max_tokens: 4 }).withResponse();
+    return response.headers.get("x-replica-id");
+  })), 30_000, "requests during the drain");
+  assert.ok(!during.includes("hp"));
+  for (const r of await withTimeout(Promise.all(streams), 30_000, "drained streams"))
+    assert.equal(r.finish, "length");
+  console.log(`HAProxy: ${startedOn.filter((x) => x === "hp").length} streams finished on the ` +
+              `draining replica, ${during.length} requests during the drain served by r0`);
+});
+
 test("SIGKILL of one replica: not-started requests succeed, in-flight streams fail, it rejoins", async () => {
   const victim = "r1";
   const victimPid = pidOf(victim);
