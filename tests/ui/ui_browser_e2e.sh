@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Driver of the dashboard's real-browser tests (registered by tests/ui/CMakeLists.txt;
+# docs/ui.md). Headless Debian Chromium (/usr/bin/chromium, or $CHROMIUM) driven by
+# puppeteer-core runs ui_browser.test.mjs (next to this script) against a server:
+#
+#   ui_browser_e2e.sh install WORK_DIR
+#       WORK_DIR holds package.json + package-lock.json (ui/'s, copied there at configure
+#       time); runs `npm ci` there unless node_modules already matches the lock file.
+#   ui_browser_e2e.sh run WORK_DIR LLMSERVE_BIN MODEL [serve flags...]
+#       starts `LLMSERVE_BIN serve MODEL [flags] --host 127.0.0.1 --port 0 --api-key KEY`,
+#       waits for GET /health, runs the test with LLMSERVE_URL and LLMSERVE_API_KEY set, and
+#       stops the server whatever happens.
+#   ui_browser_e2e.sh mock WORK_DIR UI_DIR [mock flags...]
+#       the same test against UI_DIR/test/mock_server.mjs (the page without the C++ server).
+#
+# UI_SCREENSHOT_DIR, when set, receives the test's screenshots. For a developer, ui/ itself
+# can be WORK_DIR once `npm ci` ran there: tests/ui/ui_browser_e2e.sh mock ui ui
+set -euo pipefail
+
+die() { echo "ui_browser_e2e: $*" >&2; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+
+for tool in node npm; do
+  command -v "$tool" >/dev/null || die "'$tool' not found; run scripts/install-deps.sh"
+done
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 18 ] || die "Node.js >= 18 needed, found $(node --version)"
+
+mode=${1:-}
+work=${2:-}
+[ -n "$mode" ] && [ -d "$work" ] || die "usage: $0 install|run|mock WORK_DIR ..."
+work=$(cd "$work" && pwd)
+shift 2
+
+if [ "$mode" = install ]; then
+  stamp="$work/node_modules/.llmserve-lock-stamp"
+  if [ -f "$stamp" ] && cmp -s "$stamp" "$work/package-lock.json"; then
+    echo "ui_browser_e2e: node_modules up to date"
+    exit 0
+  fi
+  # --prefer-offline: the npm cache answers when it has the tarball; the registry otherwise.
+  # --ignore-scripts: puppeteer-core downloads nothing anyway (it drives the system Chromium).
+  npm ci --prefix "$work" --prefer-offline --no-audit --no-fund --ignore-scripts
+  cp "$work/package-lock.json" "$stamp"
+  exit 0
+fi
+
+chromium=${CHROMIUM:-/usr/bin/chromium}
+[ -x "$chromium" ] || die "no Chromium at $chromium; run scripts/install-deps.sh (Debian package 'chromium')"
+[ -d "$work/node_modules/puppeteer-core" ] || die "$work/node_modules/puppeteer-core missing; run '$0 install $work'"
+# The test resolves puppeteer-core from WORK_DIR/node_modules: run a copy from inside WORK_DIR.
+mkdir -p "$work/e2e-test"
+cp "$here/ui_browser.test.mjs" "$work/e2e-test/ui_browser.test.mjs"
+
+log=$(mktemp "${TMPDIR:-/tmp}/llmserve_ui_e2e.XXXXXX")
+server_pid=""
+watchdog_pid=""
+cleanup() {
+  if [ -n "$watchdog_pid" ]; then kill "$watchdog_pid" 2>/dev/null || true; fi
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -f "$log"
+}
+trap cleanup EXIT
+
+api_key="ui-e2e-$RANDOM-$RANDOM"
+case "$mode" in
+  run)
+    [ $# -ge 2 ] || die "usage: $0 run WORK_DIR LLMSERVE_BIN MODEL [serve flags...]"
+    bin=$1
+    shift
+    [ -x "$bin" ] || die "llmserve binary '$bin' not found"
+    # The key is the one passed here: never an LLMSERVE_API_KEY from the environment.
+    env -u LLMSERVE_API_KEY "$bin" serve "$@" --host 127.0.0.1 --port 0 --api-key "$api_key" \
+      >"$log" 2>&1 &
+    server_pid=$!
+    ;;
+  mock)
+    [ $# -ge 1 ] || die "usage: $0 mock WORK_DIR UI_DIR [mock flags...]"
+    ui_dir=$(cd "$1" && pwd)
+    shift
+    [ -f "$ui_dir/test/mock_server.mjs" ] || die "$ui_dir/test/mock_server.mjs not found"
+    node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 --api-key "$api_key" "$@" \
+      >"$log" 2>&1 &
+    server_pid=$!
+    ;;
+  *) die "unknown mode '$mode'" ;;
+esac
+
+# If this script is killed outright (ctest's timeout), the EXIT trap does not run: a watchdog
+# takes the server down with it.
+driver_pid=$$
+( while kill -0 "$driver_pid" 2>/dev/null; do sleep 1; done
+  kill -KILL "$server_pid" 2>/dev/null ) >/dev/null 2>&1 &
+watchdog_pid=$!
+
+# Both log "... on http://127.0.0.1:PORT" once the socket is bound.
+port=""
+for _ in $(seq 600); do  # up to 60 s
+  kill -0 "$server_pid" 2>/dev/null || { cat "$log" >&2; die "the server exited before serving"; }
+  port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" | head -n1)
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { cat "$log" >&2; die "the server did not report its port within 60 s"; }
+url="http://127.0.0.1:$port"
+
+node --input-type=module -e '
+  const url = process.argv[1];
+  for (let i = 0; i < 300; ++i) {
+    try { if ((await fetch(url + "/health")).status === 200) process.exit(0); } catch {}
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  console.error("no 200 from " + url + "/health within 30 s");
+  process.exit(1);
+' "$url" || { cat "$log" >&2; die "server not healthy"; }
+
+status=0
+LLMSERVE_URL="$url" LLMSERVE_API_KEY="$api_key" CHROMIUM="$chromium" \
+  timeout 240 node --test --test-concurrency=1 "$work/e2e-test/ui_browser.test.mjs" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "---- server log (tail) ----" >&2
+  tail -n 50 "$log" >&2
+fi
+exit "$status"
