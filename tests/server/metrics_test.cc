@@ -289,6 +289,8 @@ TEST(MetricsHttp, EveryFamilyHasHelpTypeAndIsListedOnce) {
       {"llmserve:structured_output_mask_seconds", "histogram"},
       {"llmserve:structured_output_refused_total", "counter"},
       {"llmserve:replica_info", "gauge"},  // replica_identity_test.cc
+      {"llmserve:ui_subscribers", "gauge"},  // ui_routes_test.cc
+      {"llmserve:ui_events_dropped_total", "counter"},
   };
   EXPECT_EQ(page.types, expected);
   for (const auto& [family, type] : expected)
