@@ -3,9 +3,11 @@
 #
 #   render.sh [--affinity] [--listen ADDR:PORT] [--prefix DIR] [--max-fails N]
 #             [--fail-timeout 10s] [--read-timeout 3600s] [--max-body 8m] [--tries 3]
-#             [--workers auto] REPLICA_ADDR:PORT...  > nginx.conf
+#             [--workers auto] [--no-retry-started] REPLICA_ADDR:PORT...  > nginx.conf
 #
-# --affinity: consistent hash on X-Session-Id instead of least_conn. --prefix: the directory
+# --affinity: consistent hash on X-Session-Id instead of least_conn. --no-retry-started: a
+# request nginx has sent to a replica is never sent to another (no re-run of a generation that
+# may have started; the price: a 429 or 503 goes back to the client, who retries). --prefix: the directory
 # nginx is run with (-p); pid, logs and temp files go there (default: the current directory).
 # Example (three replicas on one host, then `nginx -p /tmp/lb -c /tmp/lb/nginx.conf`):
 #   mkdir -p /tmp/lb && deploy/nginx/render.sh --prefix /tmp/lb --listen 127.0.0.1:8080 \
@@ -22,6 +24,7 @@ read_timeout=3600s
 max_body=8m
 tries=3
 workers=auto
+next_upstream="error timeout http_429 http_503 non_idempotent"
 servers=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --max-body) max_body=$2; shift 2 ;;
     --tries) tries=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
+    --no-retry-started) next_upstream="error timeout"; shift ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     -*) echo "render.sh: unknown flag $1" >&2; exit 1 ;;
     *) servers+=("$1"); shift ;;
@@ -58,4 +62,5 @@ tpl=${tpl//@READ_TIMEOUT@/$read_timeout}
 tpl=${tpl//@MAX_BODY@/$max_body}
 tpl=${tpl//@TRIES@/$tries}
 tpl=${tpl//@WORKERS@/$workers}
+tpl=${tpl//@NEXT_UPSTREAM@/$next_upstream}
 printf '%s\n' "$tpl"

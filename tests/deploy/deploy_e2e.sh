@@ -101,7 +101,10 @@ render() {
 if [ "$mode" = manifests ]; then
   render lb 18080 127.0.0.1:18001 127.0.0.1:18002 127.0.0.1:18003
   render lb_affinity 18081 --affinity 127.0.0.1:18001 127.0.0.1:18002 127.0.0.1:18003
-  echo "deploy_e2e: nginx -t ok (least_conn and affinity)"
+  render lb_strict 18082 --no-retry-started 127.0.0.1:18001 127.0.0.1:18002
+  grep -q "proxy_next_upstream error timeout;" "$tmp/lb_strict/nginx.conf" ||
+    die "--no-retry-started did not render 'proxy_next_upstream error timeout;'"
+  echo "deploy_e2e: nginx -t ok (least_conn, affinity, --no-retry-started)"
   if command -v haproxy >/dev/null 2>&1; then
     haproxy -c -q -f "$deploy/haproxy/haproxy.cfg" || die "haproxy -c failed"
     echo "deploy_e2e: haproxy -c ok"
