@@ -74,6 +74,12 @@ case "$mode" in
     bin=$1
     shift
     [ -x "$bin" ] || die "llmserve binary '$bin' not found"
+    # Until serve has the dashboard (issue 18: --disable-ui comes with it) there is nothing to
+    # test: exit 77, which tests/ui/CMakeLists.txt declares as "skipped".
+    if ! "$bin" serve --help 2>/dev/null | grep -q -- '--disable-ui'; then
+      echo "ui_browser_e2e: 'serve' has no dashboard (no --disable-ui flag); skipped"
+      exit 77
+    fi
     # The key is the one passed here: never an LLMSERVE_API_KEY from the environment.
     env -u LLMSERVE_API_KEY "$bin" serve "$@" --host 127.0.0.1 --port 0 --api-key "$api_key" \
       >"$log" 2>&1 &
@@ -86,6 +92,16 @@ case "$mode" in
     [ -f "$ui_dir/test/mock_server.mjs" ] || die "$ui_dir/test/mock_server.mjs not found"
     node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 --api-key "$api_key" "$@" \
       >"$log" 2>&1 &
+    server_pid=$!
+    ;;
+  proxy)
+    # For developers: the test against a running `llmserve serve --api-key KEY` at URL, with
+    # the page's files from UI_DIR (no rebuild); the key comes from $LLMSERVE_API_KEY.
+    [ $# -ge 2 ] || die "usage: LLMSERVE_API_KEY=KEY $0 proxy WORK_DIR UI_DIR URL"
+    ui_dir=$(cd "$1" && pwd)
+    api_key=${LLMSERVE_API_KEY:-}
+    node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 --api-key "$api_key" \
+      --upstream "$2" >"$log" 2>&1 &
     server_pid=$!
     ;;
   *) die "unknown mode '$mode'" ;;

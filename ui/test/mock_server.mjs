@@ -9,8 +9,11 @@
 //   node ui/test/mock_server.mjs [--port 8000 (0 = any free)] [--host 127.0.0.1]
 //        [--api-key KEY] [--num-blocks 96] [--block-size 16] [--max-num-batched-tokens 64]
 //        [--max-num-seqs 6] [--step-ms 40] [--demo] [--show-prompts] [--ui-dir DIR]
+//        [--upstream http://127.0.0.1:8000]
 //
-// --demo keeps a random load running (for looking at the page). Prints
+// --demo keeps a random load running (for looking at the page). --upstream URL: no toy engine;
+// the page's files come from --ui-dir (edit and reload, no rebuild) and everything else
+// (/ui/events, /v1/*, /metrics, /health) is passed through to a running `llmserve serve`. Prints
 // "mock llmserve serving on http://HOST:PORT" once listening; SIGTERM/SIGINT stop it.
 import http from 'node:http';
 import fs from 'node:fs';
@@ -42,6 +45,7 @@ function parseArgs(argv) {
     else if (a === '--demo') o.demo = true;
     else if (a === '--show-prompts') o.showPrompts = true;
     else if (a === '--ui-dir') o.uiDir = path.resolve(next());
+    else if (a === '--upstream') o.upstream = next();
     else throw new Error(`unknown argument ${a}`);
   }
   return o;
@@ -458,9 +462,23 @@ export function startMockServer(options = {}) {
     });
   }
 
+  function proxy(req, res) {
+    const up = new URL(req.url, o.upstream);
+    const preq = http.request(up, { method: req.method, headers: { ...req.headers, host: up.host } }, (pres) => {
+      res.writeHead(pres.statusCode, pres.headers);
+      pres.pipe(res);
+    });
+    preq.on('error', (e) => sendJson(res, 502, { error: { message: `upstream: ${e.message}` } }));
+    res.on('close', () => preq.destroy());
+    req.pipe(preq);
+  }
+
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
     const p = url.pathname;
+    if (o.upstream && !(p === '/ui' || p === '/ui/' || (p.startsWith('/ui/') && p !== '/ui/events'))) {
+      return proxy(req, res);
+    }
     if (p === '/health') return res.end();
     if (p === '/ui' || p === '/ui/') {
       if (!authorized(req, url, true)) return unauthorized(res);
@@ -470,7 +488,10 @@ export function startMockServer(options = {}) {
       if (!authorized(req, url, true)) return unauthorized(res);
       return serveEvents(req, res);
     }
-    if (p.startsWith('/ui/')) return serveUi(res, p.slice(4)); // static code: no key needed
+    if (p.startsWith('/ui/')) {
+      if (!authorized(req, url, true)) return unauthorized(res);
+      return serveUi(res, p.slice(4));
+    }
     if (p === '/metrics') {
       const m = engine.metrics();
       res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4' });
@@ -488,7 +509,7 @@ export function startMockServer(options = {}) {
     sendJson(res, 404, { error: { message: `no route ${req.method} ${p}` } });
   });
 
-  const metricsTimer = setInterval(() => engine.emit('metrics', engine.metrics()), 1000);
+  const metricsTimer = o.upstream ? null : setInterval(() => engine.emit('metrics', engine.metrics()), 1000);
   let demoTimer = null;
   if (o.demo) {
     const prompts = ['Once upon a time, there was a little girl named Lily. She loved to play outside.',
@@ -504,9 +525,10 @@ export function startMockServer(options = {}) {
     }, 300);
   }
   const close = () => new Promise((resolve) => {
-    clearInterval(metricsTimer);
+    if (metricsTimer) clearInterval(metricsTimer);
     if (demoTimer) clearInterval(demoTimer);
     for (const res of sseClients) res.destroy();
+    server.closeIdleConnections?.();
     server.closeAllConnections?.();
     server.close(() => resolve());
   });

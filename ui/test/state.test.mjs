@@ -2,6 +2,9 @@
 //   cd ui && npm test      (or: node --test ui/test/)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   createState, reduce, timelineView, blockMapView, blockTableOrder, requestDetail, chartsView,
   linePath, niceMax, SseParser, chunkText, fmtSeconds, ownerColor,
@@ -206,4 +209,12 @@ test('formatting helpers', () => {
   assert.equal(fmtSeconds(1.5), '1.50 s');
   assert.equal(ownerColor(0), ownerColor(20));
   assert.notEqual(ownerColor(0), ownerColor(1));
+});
+
+test('index.html lists every ui/*.js module in its import map (so ?api_key= reaches each)', () => {
+  const ui = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const html = fs.readFileSync(path.join(ui, 'index.html'), 'utf8');
+  const listed = JSON.parse(html.match(/var MODULES = (\[[^\]]*\])/)[1].replace(/'/g, '"')).sort();
+  const files = fs.readdirSync(ui).filter((f) => f.endsWith('.js')).sort();
+  assert.deepEqual(listed, files);
 });
