@@ -19,6 +19,7 @@ PACKAGES=(
   clang libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md): clang 14 + its fuzzer/ASan runtimes
   nginx                 # deploy/nginx/: the load balancer in front of replicas (tests/deploy)
   haproxy               # deploy/haproxy/: its config is checked with haproxy -c (tests/deploy)
+  chromium              # the dashboard's browser tests (tests/ui): headless, driven by puppeteer-core
 )
 
 # Node.js + npm for the `openai` npm client end-to-end test (tests/server/openai_client/):
