@@ -418,6 +418,7 @@ for (const endpoint of ['completions', 'chat']) {
     await page.waitForSelector(`[data-testid="timeline-row"][data-api-id="${out.id}"]`, { timeout: 10000 });
     await page.waitForSelector('[data-testid="playground-request"]:not([hidden])', { timeout: 5000 });
     if (endpoint === 'completions') await shot(page, 'ui-playground.png', await page.$('.playground-panel'));
+    else await shot(page, 'ui-dashboard.png');
   });
 }
 
