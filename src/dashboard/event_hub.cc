@@ -286,7 +286,12 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
   for (auto& e : finished_events) publish(std::make_shared<const std::string>(std::move(e)));
 
   if (now - last_kv_time_ >= config_.kv_interval_s) {
-    if (std::optional<KvSnapshot> snap = engine.kv_snapshot()) {
+    std::optional<KvSnapshot> snap = engine.kv_snapshot();
+    // Unchanged since the last kv event (an idle pool, decodes inside their last block): none.
+    if (snap && last_kv_snapshot_ && snap->ref_counts == last_kv_snapshot_->ref_counts &&
+        snap->cached == last_kv_snapshot_->cached && snap->block_tables == last_kv_snapshot_->block_tables)
+      snap.reset();
+    if (snap) {
       json tables = json::object();
       for (const auto& [id, table] : snap->block_tables) tables[std::to_string(id)] = table;
       last_kv_ = sse("kv", json{{"step", snap->step_idx},
@@ -296,6 +301,7 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
                                 {"block_tables", std::move(tables)}});
       publish(last_kv_);
       last_kv_time_ = now;
+      last_kv_snapshot_ = std::move(snap);
     }
   }
 }

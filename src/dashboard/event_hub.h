@@ -4,7 +4,8 @@
 //
 //   hello    once per connection: model, pool size, block size, limits
 //   step     one per engine step (StepRecord + the requests it finished)
-//   kv       the block pool (KvSnapshot), at most every HubConfig::kv_interval_s
+//   kv       the block pool (KvSnapshot), at most every HubConfig::kv_interval_s, and only
+//            when it changed
 //   request  a request admitted (first scheduled) and finished, with its timings
 //   metrics  once a second, on demand (metrics_event): gauges and TTFT / ITL percentiles
 //            over the last HubConfig::metrics_window_s seconds
@@ -21,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -128,6 +130,7 @@ class EventHub : public EngineObserver {
   uint64_t dropped_total_ = 0;
   std::unordered_map<int64_t, Tracked> tracked_;
   std::shared_ptr<const std::string> last_kv_;
+  std::optional<KvSnapshot> last_kv_snapshot_;  // what last_kv_ shows
   double last_kv_time_ = -1e300;
   int64_t last_step_idx_ = -1;  // the last StepRecord published
   // The last step's gauges, and samples over the metrics window (time, value).

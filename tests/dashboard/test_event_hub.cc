@@ -183,8 +183,18 @@ TEST(EventHub, StepEventsMatchStepRecordsOneForOne) {
     EXPECT_TRUE(evs[1]["prompt"].is_null());  // show_prompts off
   }
 
-  // kv events: one per step (interval 0), each block's ref count = the tables holding it.
-  ASSERT_EQ(kvs.size(), steps.size());
+  // kv events: after any step that changed the pool (interval 0), never two alike, each
+  // block's ref count = the tables holding it; the last one shows the pool emptied.
+  ASSERT_GT(kvs.size(), 1u);
+  EXPECT_LE(kvs.size(), steps.size());
+  for (size_t i = 1; i < kvs.size(); ++i) {
+    json a = kvs[i - 1], b = kvs[i];
+    a.erase("step");
+    b.erase("step");
+    EXPECT_NE(a, b) << "kv event " << i << " repeats the one before";
+  }
+  EXPECT_TRUE(kvs.back()["block_tables"].empty());
+  EXPECT_EQ(kvs.back()["ref_counts"].get<std::vector<int>>(), std::vector<int>(10, 0));
   for (const json& kv : kvs) {
     ASSERT_EQ(kv["ref_counts"].size(), 10u);
     std::vector<int> held(10, 0);
