@@ -425,9 +425,24 @@ for (const endpoint of ['completions', 'chat']) {
 test('wall-time mode draws the same cells on a time axis', async () => {
   await page.select('[data-testid="timeline-mode"]', 'wall');
   await page.waitForSelector('[data-testid="timeline"][data-mode="wall"]', { timeout: 5000 });
-  const p = await readPage(page);
-  assert.ok(p.rows.length > 0);
-  assert.ok(p.rows.every((r) => r.cells.length > 0 || true));
+  // Every cell's left edge sits at its step's start on one linear time axis: x = a + b * start.
+  const cells = await page.$$eval('[data-testid="timeline-cell"]', (els) =>
+    els.map((e) => ({ step: Number(e.dataset.step), x: Number(e.getAttribute('x')),
+      w: Number(e.getAttribute('width')) })));
+  const pts = cells.filter((c) => rec.steps.has(c.step)).map((c) => ({ ...c, t: rec.steps.get(c.step).start }));
+  assert.ok(pts.length >= 2, 'cells in wall-time mode');
+  const lo = pts.reduce((a, b) => (b.t < a.t ? b : a));
+  const hi = pts.reduce((a, b) => (b.t > a.t ? b : a));
+  if (hi.t > lo.t) {
+    const scale = (hi.x - lo.x) / (hi.t - lo.t);
+    assert.ok(scale > 0, 'time runs left to right');
+    for (const c of pts) {
+      assert.ok(Math.abs(lo.x + scale * (c.t - lo.t) - c.x) < 1.5, `cell of step ${c.step} at its start time`);
+      const s = rec.steps.get(c.step);
+      assert.ok(c.w >= Math.min(1, scale * (s.end - s.start)) - 0.01 && c.w <= Math.max(1, scale * (s.end - s.start)) + 1.5,
+        `cell of step ${c.step} as wide as the step lasted`);
+    }
+  }
   await shot(page, 'ui-timeline-wall.png', await page.$('.timeline-panel'));
   await page.select('[data-testid="timeline-mode"]', 'steps');
   await page.waitForSelector('[data-testid="timeline"][data-mode="steps"]', { timeout: 5000 });
