@@ -285,7 +285,8 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
   }  // finishes outside a step (aborts of queued requests) show in their `request` events
   for (auto& e : finished_events) publish(std::make_shared<const std::string>(std::move(e)));
 
-  if (now - last_kv_time_ >= config_.kv_interval_s) {
+  // Throttled, except when the engine went idle: the pool's final state must be shown.
+  if (now - last_kv_time_ >= config_.kv_interval_s || !engine.has_unfinished_requests()) {
     std::optional<KvSnapshot> snap = engine.kv_snapshot();
     // Unchanged since the last kv event (an idle pool, decodes inside their last block): none.
     if (snap && last_kv_snapshot_ && snap->ref_counts == last_kv_snapshot_->ref_counts &&

@@ -4,8 +4,8 @@
 //
 //   hello    once per connection: model, pool size, block size, limits
 //   step     one per engine step (StepRecord + the requests it finished)
-//   kv       the block pool (KvSnapshot), at most every HubConfig::kv_interval_s, and only
-//            when it changed
+//   kv       the block pool (KvSnapshot), at most every HubConfig::kv_interval_s (and after
+//            the step that leaves the engine idle), only when it changed
 //   request  a request admitted (first scheduled) and finished, with its timings
 //   metrics  once a second, on demand (metrics_event): gauges and TTFT / ITL percentiles
 //            over the last HubConfig::metrics_window_s seconds

@@ -242,6 +242,29 @@ TEST(EventHub, AnUnreadSubscriptionStaysBoundedAndCountsDrops) {
   EXPECT_EQ(slow->queued_bytes(), 0u);
 }
 
+// Throttled kv events still show the pool's state once the engine goes idle.
+TEST(EventHub, TheLastKvEventShowsTheIdlePool) {
+  auto engine = stories_engine(/*num_kv_blocks=*/64);
+  dashboard::HubConfig config;
+  config.kv_interval_s = 3600;  // only the first kv event and the idle one
+  dashboard::EventHub hub(config, hello_for(*engine), &engine->tokenizer());
+  AsyncEngine async(std::move(engine));
+  async.set_observer(&hub);
+  auto sub = hub.subscribe();
+  auto s = async.submit(request(async.engine(), "Once upon a time", 40, "z"));
+  ASSERT_TRUE(s.ok());
+  while (!(*s)->wait_next(30)->finished) {
+  }
+  async.set_observer(nullptr);
+  std::vector<json> kvs;
+  for (const Event& e : parse(sub->wait(0.5)))
+    if (e.name == "kv") kvs.push_back(e.data);
+  ASSERT_EQ(kvs.size(), 2u);
+  EXPECT_FALSE(kvs.front()["block_tables"].empty());
+  EXPECT_TRUE(kvs.back()["block_tables"].empty());
+  for (const json& r : kvs.back()["ref_counts"]) EXPECT_EQ(r, 0);
+}
+
 TEST(EventHub, MetricsEventPercentilesAndRates) {
   auto engine = stories_engine(/*num_kv_blocks=*/64);
   dashboard::EventHub hub({}, hello_for(*engine), &engine->tokenizer());
