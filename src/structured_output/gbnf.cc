@@ -56,6 +56,21 @@ Expr Expr::choice(std::vector<Expr> alternatives) {
 }
 
 Expr Expr::repeat(Expr inner, int64_t min, int64_t max) {
+  // Repeats of an unbounded repeat collapse (the same language, one derivation instead of
+  // exponentially many: "([a-z/]*)*" in real schemas made every string position a few
+  // hundred matcher heads): (R*){m,n} = R* and (R+){0|1,n} = R{0|1,inf} for n != 0, and
+  // (R?){m,inf} = R*.
+  if (inner.kind == Kind::kRepeat && max != 0) {
+    if (inner.max < 0 && inner.min == 0) return inner;
+    if (inner.max < 0 && inner.min == 1 && min <= 1) {
+      inner.min = min;
+      return inner;
+    }
+    if (inner.max == 1 && inner.min == 0 && max < 0) {
+      inner.max = -1;
+      return inner;
+    }
+  }
   Expr e;
   e.kind = Kind::kRepeat;
   e.min = min;

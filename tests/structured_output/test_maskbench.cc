@@ -61,6 +61,8 @@ struct Stats {
   std::map<std::string, int> refused_by;
   std::vector<std::string> valid_rejected, invalid_accepted_list;
   std::vector<double> mask_us, cold_mask_us, compile_us;
+  /// Warm masks: (microseconds, "file @ ...text before the position"), for the slowest list.
+  std::vector<std::pair<double, std::string>> warm_where;
 };
 
 TEST(MaskBench, NoInvalidAcceptedFewValidRejected) {
@@ -110,6 +112,14 @@ TEST(MaskBench, NoInvalidAcceptedFewValidRejected) {
       if (mk) {  // again with this grammar's mask cache warm: the steady state of a served schema
         InstanceCheck warm = check_instance(compiled, *vocab, ids, mk);
         st.mask_us.insert(st.mask_us.end(), warm.mask_us.begin(), warm.mask_us.end());
+        if (verbose) {
+          std::string prefix;
+          for (size_t i = 0; i < warm.mask_us.size(); ++i) {
+            std::string at = prefix.size() > 40 ? prefix.substr(prefix.size() - 40) : prefix;
+            st.warm_where.emplace_back(warm.mask_us[i], path.filename().string() + " @ ..." + at);
+            if (i < ids.size()) prefix += vocab->bytes(ids[i]);
+          }
+        }
       }
       st.mask_mismatches += r.mask_mismatch;
       if (valid) {
@@ -146,6 +156,9 @@ TEST(MaskBench, NoInvalidAcceptedFewValidRejected) {
   std::printf("mask (first use of the schema): p50 %.1f us, p99 %.1f us; compile p50 %.1f us, p99 %.1f us\n",
               pct(st.cold_mask_us, 0.5), pct(st.cold_mask_us, 0.99), pct(st.compile_us, 0.5), pct(st.compile_us, 0.99));
   if (verbose) {
+    std::sort(st.warm_where.begin(), st.warm_where.end(), std::greater<>());
+    for (size_t i = 0; i < std::min<size_t>(40, st.warm_where.size()); ++i)
+      std::printf("SLOW WARM MASK %.0f us: %s\n", st.warm_where[i].first, st.warm_where[i].second.c_str());
     for (auto& s : st.valid_rejected) std::printf("VALID REJECTED %s\n", s.c_str());
   }
   for (auto& s : st.invalid_accepted_list) std::printf("INVALID ACCEPTED %s\n", s.c_str());

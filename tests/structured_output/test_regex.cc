@@ -78,7 +78,10 @@ const char* const kPatterns[] = {
     "(a|)+", "(a*)*", "(a?b?)+c", "(?:ab|a)(bc|c)", "^ab", "ab$", "^a|b$", "^(a|b)$", "^$",
     "a*?b", "a+?", "a??", "x{0,2}?y", "[\\d.]+", "\\.", "a\\-b", "[\\]a]", "[\\-a]", "\\x61",
     "\\u0061b", "[^\\n]+", "(a|b|c){2}", "((a)|b)*", "a{0}", "a{0,0}b", "(ab|cd)*ef",
-    "[\\s\\d]b", "[^\\d\\s]+", "(?:a|b?){2,3}", "((a|b)c?)*d"};
+    "[\\s\\d]b", "[^\\d\\s]+", "(?:a|b?){2,3}", "((a|b)c?)*d",
+    // repeats of repeats (collapsed by Expr::repeat)
+    "(a+)*", "(a+)?b", "(a+)+", "(a?)*", "(a?)+b", "(a*){2,3}b", "(a+){0,2}", "([a-c/]*)*x",
+    "(a?){2}", "(a+){2,}", "((a*)*)+"};
 
 class AgainstStdRegex : public ::testing::TestWithParam<const char*> {};
 
@@ -105,6 +108,18 @@ TEST_P(AgainstStdRegex, FullMatchAndSearchOnEveryShortString) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Patterns, AgainstStdRegex, ::testing::ValuesIn(kPatterns));
+
+// A repeat of an unbounded repeat is one repeat: the same grammar as the flat pattern (no
+// extra rules, so no extra matcher heads per position).
+TEST(Regex, RepeatsOfRepeatsCollapse) {
+  for (auto [nested, flat] : {std::pair{"(a*)*", "a*"}, {"(a+)*", "a*"}, {"(a+)+", "a+"}, {"(a?)*", "a*"},
+                              {"((a*)+)?", "a*"}, {"([/\\w .-]*)*", "[/\\w .-]*"}}) {
+    auto g1 = regex_grammar(nested), g2 = regex_grammar(flat);
+    ASSERT_TRUE(g1.ok() && g2.ok()) << nested;
+    EXPECT_EQ(g1->num_elements(), g2->num_elements()) << nested << " vs " << flat;
+    EXPECT_EQ(g1->rules.size(), g2->rules.size()) << nested << " vs " << flat;
+  }
+}
 
 TEST(Regex, QuantifierOnQuantifierIsRefused) {
   auto g = regex_grammar("a{1,2}{0}x");
