@@ -9,6 +9,7 @@ cd "$(dirname "$0")"
 HOST=127.0.0.1
 PORT=8000
 MAX_MODEL_LEN_GIVEN=
+KV_SIZE_GIVEN=
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do  # let --host/--port given here win over the defaults
   case "${args[$i]}" in
@@ -17,6 +18,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do  # let --host/--port given here win over
     --host) HOST="${args[$((i + 1))]:-$HOST}" ;;
     --host=*) HOST="${args[$i]#--host=}" ;;
     --max-model-len|--max-model-len=*) MAX_MODEL_LEN_GIVEN=1 ;;
+    --num-kv-blocks|--num-kv-blocks=*|--kv-cache-memory|--kv-cache-memory=*) KV_SIZE_GIVEN=1 ;;
   esac
 done
 filtered=()
@@ -39,9 +41,14 @@ llmserve is starting on http://$HOST:$PORT (Ctrl-C to stop). Try, in another ter
   curl -sN http://$HOST:$PORT/v1/completions -H 'Content-Type: application/json' \\
     -d '{"prompt": "Lily and Ben", "max_tokens": 64, "stream": true}'
 
+  Watch the scheduler and the KV blocks live: http://$HOST:$PORT/ui
+
 MSG
 # The GGUF declares a 128-token context (converter artefact); the model was trained on 512.
 context=(--max-model-len 512)
 if [ -n "${MAX_MODEL_LEN_GIVEN:-}" ]; then context=(); fi
+# 512 blocks of 16 tokens (16 full 512-token sequences) instead of the 2 GiB default's ~100k
+# blocks of this tiny model: the dashboard's block map then fits a screen.
+if [ -z "${KV_SIZE_GIVEN:-}" ]; then context+=(--num-kv-blocks 512); fi
 exec ./build/bin/llmserve serve "$MODEL" "${context[@]}" --host "$HOST" --port "$PORT" \
   ${filtered[@]+"${filtered[@]}"}
