@@ -18,9 +18,9 @@ set -euo pipefail
 
 die() { echo "deploy_e2e: $*" >&2; exit 1; }
 
-for tool in node npm; do
-  command -v "$tool" >/dev/null || die "'$tool' not found; run scripts/install-deps.sh"
-done
+# shellcheck source=../e2e_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../e2e_common.sh"
+e2e_require_node
 
 mode=${1:-}
 work=${2:-}
@@ -28,13 +28,7 @@ work=${2:-}
 shift 2
 
 if [ "$mode" = install ]; then
-  stamp="$work/node_modules/.llmserve-lock-stamp"
-  if [ -f "$stamp" ] && cmp -s "$stamp" "$work/package-lock.json"; then
-    echo "deploy_e2e: node_modules up to date"
-    exit 0
-  fi
-  npm ci --prefix "$work" --prefer-offline --no-audit --no-fund --ignore-scripts --loglevel=error
-  cp "$work/package-lock.json" "$stamp"
+  e2e_npm_install "$work" deploy_e2e
   exit 0
 fi
 

@@ -18,13 +18,11 @@
 set -euo pipefail
 
 die() { echo "ui_browser_e2e: $*" >&2; exit 1; }
+# shellcheck source=../e2e_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../e2e_common.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 
-for tool in node npm; do
-  command -v "$tool" >/dev/null || die "'$tool' not found; run scripts/install-deps.sh"
-done
-node_major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$node_major" -ge 18 ] || die "Node.js >= 18 needed, found $(node --version)"
+e2e_require_node
 
 mode=${1:-}
 work=${2:-}
@@ -33,15 +31,7 @@ work=$(cd "$work" && pwd)
 shift 2
 
 if [ "$mode" = install ]; then
-  stamp="$work/node_modules/.llmserve-lock-stamp"
-  if [ -f "$stamp" ] && cmp -s "$stamp" "$work/package-lock.json"; then
-    echo "ui_browser_e2e: node_modules up to date"
-    exit 0
-  fi
-  # --prefer-offline: the npm cache answers when it has the tarball; the registry otherwise.
-  # --ignore-scripts: puppeteer-core downloads nothing anyway (it drives the system Chromium).
-  npm ci --prefix "$work" --prefer-offline --no-audit --no-fund --ignore-scripts
-  cp "$work/package-lock.json" "$stamp"
+  e2e_npm_install "$work" ui_browser_e2e
   exit 0
 fi
 
@@ -53,19 +43,6 @@ mkdir -p "$work/e2e-test"
 cp "$here/ui_browser.test.mjs" "$work/e2e-test/ui_browser.test.mjs"
 
 log=$(mktemp "${TMPDIR:-/tmp}/llmserve_ui_e2e.XXXXXX")
-server_pid=""
-watchdog_pid=""
-cleanup() {
-  if [ -n "$watchdog_pid" ]; then kill "$watchdog_pid" 2>/dev/null || true; fi
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -f "$log"
-}
-trap cleanup EXIT
 
 api_key="ui-e2e-$RANDOM-$RANDOM"
 case "$mode" in
@@ -81,18 +58,16 @@ case "$mode" in
       exit 77
     fi
     # The key is the one passed here: never an LLMSERVE_API_KEY from the environment.
-    env -u LLMSERVE_API_KEY "$bin" serve "$@" --host 127.0.0.1 --port 0 --api-key "$api_key" \
-      >"$log" 2>&1 &
-    server_pid=$!
+    e2e_start_server "$log" env -u LLMSERVE_API_KEY "$bin" serve "$@" --host 127.0.0.1 \
+      --port 0 --api-key "$api_key"
     ;;
   mock)
     [ $# -ge 1 ] || die "usage: $0 mock WORK_DIR UI_DIR [mock flags...]"
     ui_dir=$(cd "$1" && pwd)
     shift
     [ -f "$ui_dir/test/mock_server.mjs" ] || die "$ui_dir/test/mock_server.mjs not found"
-    node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 --api-key "$api_key" "$@" \
-      >"$log" 2>&1 &
-    server_pid=$!
+    e2e_start_server "$log" node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 \
+      --api-key "$api_key" "$@"
     ;;
   proxy)
     # For developers: the test against a running `llmserve serve --api-key KEY` at URL, with
@@ -100,40 +75,14 @@ case "$mode" in
     [ $# -ge 2 ] || die "usage: LLMSERVE_API_KEY=KEY $0 proxy WORK_DIR UI_DIR URL"
     ui_dir=$(cd "$1" && pwd)
     api_key=${LLMSERVE_API_KEY:-}
-    node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 --api-key "$api_key" \
-      --upstream "$2" >"$log" 2>&1 &
-    server_pid=$!
+    e2e_start_server "$log" node "$ui_dir/test/mock_server.mjs" --ui-dir "$ui_dir" --port 0 \
+      --api-key "$api_key" --upstream "$2"
     ;;
   *) die "unknown mode '$mode'" ;;
 esac
 
-# If this script is killed outright (ctest's timeout), the EXIT trap does not run: a watchdog
-# takes the server down with it.
-driver_pid=$$
-( while kill -0 "$driver_pid" 2>/dev/null; do sleep 1; done
-  kill -KILL "$server_pid" 2>/dev/null ) >/dev/null 2>&1 &
-watchdog_pid=$!
-
 # Both log "... on http://127.0.0.1:PORT" once the socket is bound.
-port=""
-for _ in $(seq 600); do  # up to 60 s
-  kill -0 "$server_pid" 2>/dev/null || { cat "$log" >&2; die "the server exited before serving"; }
-  port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" | head -n1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$log" >&2; die "the server did not report its port within 60 s"; }
-url="http://127.0.0.1:$port"
-
-node --input-type=module -e '
-  const url = process.argv[1];
-  for (let i = 0; i < 300; ++i) {
-    try { if ((await fetch(url + "/health")).status === 200) process.exit(0); } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  console.error("no 200 from " + url + "/health within 30 s");
-  process.exit(1);
-' "$url" || { cat "$log" >&2; die "server not healthy"; }
+e2e_wait_url "$log"
 
 status=0
 LLMSERVE_URL="$url" LLMSERVE_API_KEY="$api_key" CHROMIUM="$chromium" \
