@@ -94,6 +94,7 @@ class EventHub : public EngineObserver {
   void set_replica_id(std::string replica_id);
   void unsubscribe(const std::shared_ptr<Subscription>& sub);
   size_t num_subscribers() const;
+  size_t max_subscribers() const { return config_.max_subscribers; }
   /// Events dropped over all subscriptions, ever (llmserve:ui_events_dropped_total).
   uint64_t dropped_total() const;
 

@@ -107,13 +107,14 @@ const char* allowed_method(const std::string& path) {
   for (const Route& r : kRoutes)
     if (path == r.path) return r.method;
   if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) return "GET";  // retrieve a model
+  if (is_ui_path(path)) return "GET";  // the dashboard (when --disable-ui, a GET is a 404)
   return nullptr;
 }
 
 /// The error body for a status httplib produced itself (no handler wrote a body).
 ApiError transport_error(const Request& req, const Response& res) {
   if (res.status == 404) {
-    if (const char* method = allowed_method(req.path))
+    if (const char* method = allowed_method(req.path); method && req.method != method)
       return ApiError{405, "MethodNotAllowed",
                       fmt::format("method {} is not allowed on {}; use {}", req.method, req.path,
                                   method),
@@ -252,6 +253,13 @@ struct HttpServer::Impl {
     if (hub) engine.set_observer(nullptr);
   }
   void setup();
+  /// ServerConfig::num_http_threads, or the automatic count when 0.
+  size_t http_threads() const {
+    if (config.num_http_threads > 0) return static_cast<size_t>(config.num_http_threads);
+    const int64_t waiting = engine.max_waiting() > 0 ? engine.max_waiting() : 256;
+    return static_cast<size_t>(std::clamp<int64_t>(
+        int64_t{engine.engine().config().scheduler.max_num_seqs} + waiting + 64, 64, 4096));
+  }
   /// Polled by waiting handlers: server stopping, this request's client hung up, or (for a
   /// non-streaming request, i.e. one still inside its handler: `handler_done` unset) the
   /// shutdown deadline passed. Streams are ended by AsyncEngine::abort_all instead, so that
@@ -361,6 +369,9 @@ HttpServer::Impl::Impl(AsyncEngine& engine_in, ServerConfig config_in)
     const LLMEngine& e = engine.engine();
     dashboard::HubConfig hub_config;
     hub_config.show_prompts = config.ui_show_prompts;
+    // Each open dashboard holds an HTTP thread: at most a quarter of them (so a few browser
+    // tabs can never take every thread from the API; 0 with fewer than 4 threads).
+    hub_config.max_subscribers = std::min<size_t>(hub_config.max_subscribers, http_threads() / 4);
     dashboard::HelloInfo hello;
     hello.model = config.served_model_name.empty() ? e.served_model_name() : config.served_model_name;
     hello.num_total_blocks = engine.stats().num_total_blocks;
@@ -424,8 +435,8 @@ void HttpServer::Impl::log_request(const Request& req, const Response& res) {
     failure = FailureReason::kUnauthorized;
   else if (status == 413)
     failure = FailureReason::kTooLarge;
-  else if (status == 429)
-    failure = FailureReason::kQueueFull;
+  else if (status == 429)  // a dashboard refused is no sign of an engine queue
+    failure = is_ui_path(req.path) ? FailureReason::kUiLimit : FailureReason::kQueueFull;
   else if (status == 503)
     failure = FailureReason::kDraining;
   else if (status >= 400 && status < 500)
@@ -459,12 +470,7 @@ void HttpServer::Impl::log_request(const Request& req, const Response& res) {
 }
 
 void HttpServer::Impl::setup() {
-  size_t num_threads = static_cast<size_t>(config.num_http_threads);
-  if (num_threads == 0) {
-    const int64_t waiting = engine.max_waiting() > 0 ? engine.max_waiting() : 256;
-    num_threads = static_cast<size_t>(std::clamp<int64_t>(
-        int64_t{engine.engine().config().scheduler.max_num_seqs} + waiting + 64, 64, 4096));
-  }
+  const size_t num_threads = http_threads();
   spdlog::debug("HTTP worker threads: {}", num_threads);
   svr.new_task_queue = [num_threads] { return make_http_thread_pool(num_threads); };
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second

@@ -177,6 +177,7 @@ const char* failure_reason_name(FailureReason reason) {
     case FailureReason::kUnauthorized: return "unauthorized";
     case FailureReason::kTooLarge: return "too_large";
     case FailureReason::kQueueFull: return "queue_full";
+    case FailureReason::kUiLimit: return "ui_limit";
     case FailureReason::kDraining: return "draining";
     case FailureReason::kClientDisconnect: return "client_disconnect";
     case FailureReason::kShutdown: return "shutdown";

@@ -36,7 +36,7 @@
 // Counted by the HTTP layer, once per HTTP request that did not end normally (see
 // docs/operations.md; every reason is always rendered, from 0):
 //   llmserve:request_failure_total{reason="bad_request"|"unauthorized"|"too_large"|
-//       "queue_full"|"draining"|"client_disconnect"|"shutdown"|"internal"}
+//       "queue_full"|"ui_limit"|"draining"|"client_disconnect"|"shutdown"|"internal"}
 // Aborts are also in vllm:request_success_total{finished_reason="abort"} (vLLM's convention);
 // this counter says why.
 #pragma once
@@ -112,6 +112,7 @@ enum class FailureReason {
   kUnauthorized,      // 401: missing or wrong API key
   kTooLarge,          // 413: body over --max-request-body-bytes
   kQueueFull,         // 429: --max-waiting requests already waiting
+  kUiLimit,           // 429: every dashboard stream (GET /ui/events) already taken
   kDraining,          // 503: arrived while the server was shutting down
   kClientDisconnect,  // aborted: the client went away before the response was complete
   kShutdown,          // aborted: still running at the shutdown deadline

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
 #include <httplib.h>
 
 #include "common/timing.h"
@@ -43,7 +44,10 @@ void register_ui_routes(httplib::Server& svr, dashboard::EventHub& hub,
     std::shared_ptr<dashboard::Subscription> sub = hub.subscribe();
     if (!sub) {
       return set_error_response(
-          ApiError{429, "RateLimitError", "too many dashboards are open on this server; close one",
+          ApiError{429, "RateLimitError",
+                   fmt::format("too many dashboards are open on this server (at most {}, a quarter "
+                               "of its HTTP threads); close one",
+                               hub.max_subscribers()),
                    std::nullopt},
           &res);
     }

@@ -55,6 +55,12 @@ Expr Expr::choice(std::vector<Expr> alternatives) {
   return e;
 }
 
+int repeat_depth(const Expr& e) {
+  int deepest = 0;
+  for (const Expr& c : e.children) deepest = std::max(deepest, repeat_depth(c));
+  return deepest + (e.kind == Expr::Kind::kRepeat ? 1 : 0);
+}
+
 Expr Expr::repeat(Expr inner, int64_t min, int64_t max) {
   // Repeats of an unbounded repeat collapse (the same language, one derivation instead of
   // exponentially many: "([a-z/]*)*" in real schemas made every string position a few
@@ -343,6 +349,11 @@ class Parser {
   Status parse_symbol(int depth, Expr& out);
   Status parse_group(int depth, Expr& out);
   Status parse_postfix(Expr& item);
+  Status check_repeat_nesting(const Expr& item, size_t at) const {
+    if (repeat_depth(item) > limits_.max_repeat_nesting)
+      return error(at, fmt::format("quantifiers nested deeper than the limit of {}", limits_.max_repeat_nesting));
+    return Status::Ok();
+  }
   Status parse_bound(int64_t& value);
   Status parse_literal(Expr& out);
   Status parse_class(Expr& out);
@@ -527,7 +538,7 @@ Status Parser::parse_postfix(Expr& item) {
   if (c != '{') {
     ++pos_;
     item = Expr::repeat(std::move(item), min, max);
-    return Status::Ok();
+    return check_repeat_nesting(item, pos_ - 1);
   }
   size_t open = pos_++;
   skip_space(false);
@@ -547,7 +558,7 @@ Status Parser::parse_postfix(Expr& item) {
     return error(open, fmt::format("repetition {{{},{}}} has its minimum above its maximum", min, max));
   }
   item = Expr::repeat(std::move(item), min, max);
-  return Status::Ok();
+  return check_repeat_nesting(item, open);
 }
 
 Status Parser::parse_bound(int64_t& value) {

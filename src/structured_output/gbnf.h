@@ -42,7 +42,16 @@ struct GrammarLimits {
   size_t max_elements = 1'000'000;  // Grammar::num_elements() of the result
   int64_t max_repetition = 10'000;  // m and n in {m}, {m,}, {m,n}
   int max_nesting = 200;            // depth of ( ) groups
+  /// Quantifiers inside quantifiers (the deepest chain, after collapsing repeats of unbounded
+  /// repeats): each level of a repeated optional part multiplies the ways one text splits
+  /// into copies, and the matcher follows them all (20 nested "( ?){0,2}" made each token's
+  /// mask take seconds and stalled the engine).
+  int max_repeat_nesting = 8;
 };
+
+struct Expr;
+/// The deepest chain of kRepeat nodes in `e` (0 = no repeat).
+int repeat_depth(const Expr& e);
 
 /// Compiles GBNF text; the start rule is `root`. The result is validated.
 Expected<Grammar> parse_gbnf(std::string_view text, const GrammarLimits& limits = {});

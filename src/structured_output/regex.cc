@@ -220,6 +220,8 @@ Status RegexParser::parse_quantifier(Expr& item) {
   }
   if (peek() == '?') ++pos_;  // lazy: the same language
   item = Expr::repeat(std::move(item), min, max);
+  if (repeat_depth(item) > limits_.max_repeat_nesting)
+    return error(at, fmt::format("quantifiers nested deeper than the limit of {}", limits_.max_repeat_nesting));
   return Status::Ok();
 }
 

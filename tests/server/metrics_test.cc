@@ -159,7 +159,7 @@ TEST(ServerMetrics, FailureCountersRenderEveryReasonFromZero) {
   const std::string prefix = "llmserve:request_failure_total{model_name=\"m\",reason=\"";
   const std::map<std::string, double> want = {
       {"bad_request", 0}, {"unauthorized", 0}, {"too_large", 0}, {"queue_full", 2},
-      {"draining", 0}, {"client_disconnect", 1}, {"shutdown", 0}, {"internal", 0}};
+      {"ui_limit", 0}, {"draining", 0}, {"client_disconnect", 1}, {"shutdown", 0}, {"internal", 0}};
   for (const auto& [reason, n] : want) EXPECT_EQ(page.value(prefix + reason + "\"}"), n) << reason;
   EXPECT_EQ(m.num_failures(FailureReason::kQueueFull), 2);
 }

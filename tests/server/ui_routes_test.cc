@@ -38,6 +38,10 @@ TEST(UiRoutes, ServesTheEmbeddedPageAndFiles) {
   ASSERT_TRUE(css);
   EXPECT_EQ(css->get_header_value("Content-Type"), "text/css; charset=utf-8");
   expect_api_error(ts.get("/ui/nope.js"), 404, std::nullopt, {"/ui/nope.js"});
+  auto post = ts.client()->Post("/ui/events", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET");
   auto up = ts.get("/ui/../metrics");
   ASSERT_TRUE(up);
   EXPECT_NE(up->status, 200);
@@ -109,6 +113,24 @@ TEST(UiRoutes, StreamsStartWithHelloAndLeavingUnsubscribes) {
     EXPECT_EQ(r->status, 200);
   }  // the reader hangs up
   EXPECT_TRUE(wait_for([&] { return ui_subscribers(ts) == 0; }, 5.0));
+}
+
+// Dashboards may hold at most a quarter of the HTTP threads; a refused one is a 429 counted
+// as ui_limit (not queue_full, the scale-up signal).
+TEST(UiRoutes, DashboardsTakeAtMostAQuarterOfTheThreads) {
+  ServerConfig config = any_port();
+  config.num_http_threads = 8;
+  TestServer ts(FakeEngineOptions{}, config);
+  StreamReader a(ts), b(ts);
+  ASSERT_TRUE(wait_for([&] { return a.got_hello.load() && b.got_hello.load(); }, 5.0));
+  expect_api_error(ts.get("/ui/events"), 429, std::nullopt, {"at most 2"});
+  auto m = ts.get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("reason=\"ui_limit\"} 1"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("reason=\"queue_full\"} 0"), std::string::npos);
+  auto health = ts.get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << "the API keeps its threads";
 }
 
 TEST(UiRoutes, ADrainEndsOpenStreams) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "structured_output/gbnf.h"
 #include "structured_output/matcher.h"
 #include "structured_output/regex.h"
 
@@ -119,6 +120,29 @@ TEST(Regex, RepeatsOfRepeatsCollapse) {
     EXPECT_EQ(g1->num_elements(), g2->num_elements()) << nested << " vs " << flat;
     EXPECT_EQ(g1->rules.size(), g2->rules.size()) << nested << " vs " << flat;
   }
+}
+
+// Nested quantifiers multiply a text's derivations: deeper than max_repeat_nesting is refused
+// (20 nested "( ?){0,2}" stalled the engine), collapsed repeats of repeats do not count.
+TEST(Regex, NestedQuantifiersAreBounded) {
+  auto nest = [](int levels) {
+    std::string p = " ?";
+    for (int i = 0; i < levels; ++i) p = "(" + p + "){0,2}";
+    return p;
+  };
+  const int limit = GrammarLimits{}.max_repeat_nesting;
+  EXPECT_TRUE(regex_grammar(nest(limit - 1)).ok());
+  auto deep = regex_grammar(nest(limit));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("quantifiers nested deeper"), std::string::npos) << deep.status().message();
+  std::string collapsed = "a";
+  for (int i = 0; i < 20; ++i) collapsed = "(" + collapsed + ")*";
+  EXPECT_TRUE(regex_grammar(collapsed).ok()) << "(((a)*)*)* is a*";
+  std::string gbnf = "\"a\"?";
+  for (int i = 0; i < limit; ++i) gbnf = "(" + gbnf + "){0,2}";
+  auto g = parse_gbnf("root ::= " + gbnf);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("quantifiers nested deeper"), std::string::npos) << g.status().message();
 }
 
 TEST(Regex, QuantifierOnQuantifierIsRefused) {
