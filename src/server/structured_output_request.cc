@@ -250,7 +250,8 @@ std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found
       if (!x.is_boolean()) return bad_request(fmt::format("'{}' must be a boolean", param), p);
       compact = x.get<bool>();
     } else if (k == "whitespace_pattern") {
-      if (auto err = read_whitespace_pattern(x, param, &whitespace_pattern)) return err;
+      if (auto err = read_whitespace_pattern(x, param, &whitespace_pattern))
+        return in_structured_outputs(*err);
     } else if (k == "disable_fallback" || k == "disable_additional_properties") {
       // vLLM's backend switches: there is one backend, which never falls back and honours
       // additionalProperties as written.

@@ -43,13 +43,16 @@ class SchemaCompiler {
   }
 
  private:
-  // Whether the root's $schema names a draft before 2019-09 (draft-03 to draft-07), where a
-  // $ref replaces its whole schema object. Without $schema the current draft applies.
+  // Whether the root's $schema is a draft before 2019-09 (draft-03 to draft-07), where a $ref
+  // replaces its whole schema object: the meta-schema URIs exactly ("http://json-schema.org/
+  // draft-07/schema", "#" optional), as validators (ajv, python-jsonschema) identify them.
+  // Without $schema, or with another value, the current draft applies.
   static bool ref_overrides_siblings(const json& root) {
     if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) return false;
-    const std::string uri = root["$schema"].get<std::string>();
-    for (const char* draft : {"draft-03", "draft-04", "draft-05", "draft-06", "draft-07"})
-      if (uri.find(draft) != std::string::npos) return true;
+    std::string uri = root["$schema"].get<std::string>();
+    if (!uri.empty() && uri.back() == '#') uri.pop_back();
+    for (const char* draft : {"03", "04", "06", "07"})
+      if (uri == std::string("http://json-schema.org/draft-") + draft + "/schema") return true;
     return false;
   }
 

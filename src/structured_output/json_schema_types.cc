@@ -281,8 +281,10 @@ Element SchemaCompiler::any_order_object(const std::vector<Element>& members,
   uint32_t first = b_.add_rule("props-any-first");  // nothing written yet
   for (size_t i = 0; i < n; ++i) b_.add_alternative(first, {members[i], Element::rule(after[1u << i])});
   if (extra_member) b_.add_alternative(first, {*extra_member, Element::rule(after[0])});
-  if (required_mask == 0) b_.add_alternative(first, {});
-  return b_.group({b_.byte('{'), ws, Element::rule(first), ws, b_.byte('}')}, "object");
+  // The empty object is its own alternative: one whitespace gap between the braces, not two.
+  std::vector<Sequence> object = {{b_.byte('{'), ws, Element::rule(first), ws, b_.byte('}')}};
+  if (required_mask == 0) object.push_back({b_.byte('{'), ws, b_.byte('}')});
+  return b_.choice(std::move(object), "object");
 }
 
 Expected<Element> SchemaCompiler::compile_object(const json& schema, const std::string& path, int depth) {
@@ -334,28 +336,30 @@ Expected<Element> SchemaCompiler::compile_object(const json& schema, const std::
   // others in `properties` order) where that differs: generators of JSON, models included,
   // often write an object in the order its `required` list gives. Additional properties come
   // after the declared ones.
-  Element first_tail = b_.literal(""), more_tail = b_.literal("");
+  Element more_tail = b_.literal("");
+  std::optional<Element> extras;  // one or more additional properties
   if (extra_member) {
     more_tail = b_.star(b_.group({comma, *extra_member}, "more-extra"));
-    first_tail = b_.optional(b_.group({*extra_member, more_tail}, "extras"));
+    extras = b_.group({*extra_member, more_tail}, "extras");
   }
+  // NF(i): the members from the i-th of `order` on, something written; C(i): the same after
+  // something was written (a comma comes first). Built from the end. The empty object is a
+  // separate alternative (one whitespace gap between the braces, not two).
   auto in_order = [&](const std::vector<size_t>& order) {
-    // F(i): nothing written yet; C(i): something written (a comma comes first). From the end.
-    Element f = first_tail, c = more_tail;
+    std::optional<Element> nf = extras;
+    Element c = more_tail;
     for (size_t k = order.size(); k-- > 0;) {
       const size_t i = order[k];
       bool must = req.count(list[i].first) > 0;
       std::vector<Sequence> fa = {{members[i], c}}, ca = {{comma, members[i], c}};
       if (!must) {
-        fa.push_back({f});
+        if (nf) fa.push_back({*nf});
         ca.push_back({c});
       }
-      Element nf = b_.choice(std::move(fa), "props");
-      Element nc = b_.choice(std::move(ca), "props-more");
-      f = nf;
-      c = nc;
+      nf = b_.choice(std::move(fa), "props");
+      c = b_.choice(std::move(ca), "props-more");
     }
-    return f;
+    return nf;
   };
   std::vector<size_t> properties_order(list.size()), required_order;
   for (size_t i = 0; i < list.size(); ++i) properties_order[i] = i;
@@ -367,10 +371,14 @@ Expected<Element> SchemaCompiler::compile_object(const json& schema, const std::
   }
   for (size_t i = 0; i < list.size(); ++i)
     if (!req.count(list[i].first)) required_order.push_back(i);
-  Element body = in_order(properties_order);
+  std::vector<Sequence> object;
+  if (std::optional<Element> body = in_order(properties_order))
+    object.push_back({b_.byte('{'), ws, *body, ws, b_.byte('}')});
   if (required_order != properties_order)
-    body = b_.choice({{body}, {in_order(required_order)}}, "props-orders");
-  return b_.group({b_.byte('{'), ws, body, ws, b_.byte('}')}, "object");
+    if (std::optional<Element> body = in_order(required_order))
+      object.push_back({b_.byte('{'), ws, *body, ws, b_.byte('}')});
+  if (num_required == 0) object.push_back({b_.byte('{'), ws, b_.byte('}')});
+  return b_.choice(std::move(object), "object");
 }
 
 }  // namespace llmserve::structured_output::detail

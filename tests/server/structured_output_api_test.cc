@@ -272,7 +272,7 @@ TEST(StructuredOutputApi, BadConstraintsAre400sNamingTheField) {
   expect_400(chat_body({{"structured_outputs", {{"jsn", kPerson}}}}), "structured_outputs",
              "structured_outputs.jsn");
   expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", "\\s*"}, {"json", kPerson}}}}),
-             "structured_outputs.whitespace_pattern", "other than JSON whitespace");
+             "structured_outputs", "other than JSON whitespace");
   expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", " *"}, {"regex", "a"}}}}),
              "structured_outputs", "applies to JSON only");
   expect_400(chat_body({{"structured_outputs", {{"whitespace_pattern", " *"},

@@ -166,6 +166,28 @@ TEST(JsonSchema, LargeObjectsFollowPropertiesOrRequiredOrder) {
   EXPECT_FALSE(grammar_accepts(g, object(missing)));
 }
 
+// Draft 4-7 ignore the siblings of a $ref (draft-07 core 8.3); 2019-09 on applies both. The
+// draft is known by its meta-schema URI exactly, as validators know it.
+TEST(JsonSchema, RefSiblingsFollowTheDraft) {
+  auto with_schema = [](const std::string& uri) {
+    std::string t = R"({"definitions":{"o":{"type":"object","properties":{"a":{"type":"integer"}},)"
+                    R"("additionalProperties":false}},"$ref":"#/definitions/o","required":["a"])";
+    if (!uri.empty()) t += R"(,"$schema":")" + uri + "\"";
+    return schema((t + "}").c_str());
+  };
+  for (const char* uri : {"http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-04/schema"}) {
+    auto g = with_schema(uri);
+    ASSERT_TRUE(g) << uri;
+    EXPECT_TRUE(grammar_accepts(g, "{}")) << uri << ": the sibling 'required' is ignored";
+  }
+  for (const char* uri : {"", "https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft-07/schema#"}) {
+    auto g = with_schema(uri);
+    ASSERT_TRUE(g) << uri;
+    EXPECT_FALSE(grammar_accepts(g, "{}")) << uri << ": 'required' applies";
+    EXPECT_TRUE(grammar_accepts(g, R"({"a":1})")) << uri;
+  }
+}
+
 // vLLM's whitespace_pattern replaces the default whitespace; anything but JSON whitespace is
 // refused.
 TEST(JsonSchema, WhitespacePattern) {
@@ -178,6 +200,18 @@ TEST(JsonSchema, WhitespacePattern) {
   EXPECT_TRUE(grammar_accepts(*c, "{\n\"a\":\n1\n}"));
   EXPECT_FALSE(grammar_accepts(*c, R"({ "a":1})"));
   EXPECT_FALSE(grammar_accepts(*c, "{\n\n\"a\":1}"));
+  // One gap between the braces of an empty object, whichever construction built it.
+  for (const char* text : {R"({"type":"object","additionalProperties":false})",
+                           R"({"type":"object","properties":{"a":{"type":"integer"}}})",
+                           R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}}})"}) {
+    ConstraintSpec empty;
+    empty.text = text;
+    empty.json.whitespace.pattern = "\n";
+    auto e = compile_constraint(empty);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    EXPECT_TRUE(grammar_accepts(*e, "\n{\n}\n")) << text;
+    EXPECT_FALSE(grammar_accepts(*e, "\n{\n\n}\n")) << text;
+  }
   EXPECT_TRUE(check_whitespace_pattern("[ \t]{0,4}").ok());
   EXPECT_TRUE(check_whitespace_pattern("(\r\n|\n)?").ok());
   for (const char* bad : {"\\s*", ".?", "[ a]*", "(a"}) {
