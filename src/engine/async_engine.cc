@@ -52,8 +52,10 @@ Expected<std::shared_ptr<RequestStream>> AsyncEngine::submit(EngineRequest reque
       // it is about to fill).
       const int64_t free_slots = std::max<int64_t>(
           0, int64_t{engine_->config().scheduler.max_num_seqs} - stats_.num_running);
+      // in_transit_: taken by the engine thread but not yet in the stats snapshot (a burst
+      // within one step would otherwise pass the cap).
       const int64_t waiting = std::max<int64_t>(
-          0, static_cast<int64_t>(pending_adds_.size()) + stats_.num_waiting - free_slots);
+          0, static_cast<int64_t>(pending_adds_.size()) + in_transit_ + stats_.num_waiting - free_slots);
       if (waiting >= max_waiting_)
         return Unavailable(
             "the server is busy: {} requests are already waiting (--max-waiting {}); retry later",
@@ -116,6 +118,7 @@ void AsyncEngine::loop() {
       if (stop_) break;
       adds.swap(pending_adds_);
       aborts.swap(pending_aborts_);
+      in_transit_ = static_cast<int64_t>(adds.size());
     }
     std::vector<RequestOutput> refused;  // for the observer
     for (auto& [id, req] : adds) {
@@ -152,6 +155,7 @@ void AsyncEngine::loop() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     stats_ = stats;
+    in_transit_ = 0;  // now counted in stats_ (running or waiting)
     for (auto& out : outputs) {
       auto it = streams_.find(out.request_id);
       if (it == streams_.end()) continue;

@@ -99,6 +99,7 @@ class AsyncEngine {
   std::unordered_map<int64_t, std::shared_ptr<RequestStream>> streams_;
   EngineStats stats_;
   int64_t next_request_id_ = 1;
+  int64_t in_transit_ = 0;  // adds the engine thread took, not yet counted in stats_
   int32_t max_waiting_ = 0;
   bool stop_ = false;
   std::mutex observer_mu_;               // held while the observer is called or replaced
