@@ -88,7 +88,7 @@ test('MaskBench schemas: accepted ones give ajv-valid outputs, refused ones a 40
       const r = await client.chat.completions.create({
         model: await model(),
         messages: MESSAGES,
-        max_tokens: 120,
+        max_tokens: 200,
         seed: i,
         response_format: { type: 'json_schema', json_schema: { name: 'maskbench', schema } },
       });
