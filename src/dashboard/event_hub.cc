@@ -213,9 +213,14 @@ void EventHub::on_submit(int64_t request_id, const EngineRequest& request) {
   t.api_id = request.external_id;
   t.arrival = request.arrival_time > 0 ? request.arrival_time : now_seconds();
   t.num_prompt_tokens = static_cast<int32_t>(request.prompt_token_ids.size());
+  if (config_.show_prompts && tokenizer_ && num_subscribers() > 0) {
+    // Decoded outside mu_ (the engine thread's on_step takes it), and bounded: the caller
+    // (AsyncEngine::submit) holds the engine's queue lock.
+    const size_t n = std::min(request.prompt_token_ids.size(), kMaxPromptTokensShown);
+    t.prompt = tokenizer_->decode(std::vector<int32_t>(request.prompt_token_ids.begin(),
+                                                       request.prompt_token_ids.begin() + n));
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (config_.show_prompts && tokenizer_ && !subs_.empty())
-    t.prompt = tokenizer_->decode(request.prompt_token_ids);
   if (tracked_.size() >= kMaxTracked) tracked_.erase(tracked_.begin());
   tracked_[request_id] = std::move(t);
 }

@@ -36,7 +36,8 @@ class Tokenizer;
 namespace llmserve::dashboard {
 
 struct HubConfig {
-  /// Include each request's prompt text in `request` events (serve --ui-show-prompts).
+  /// Include each request's prompt text (its first 4096 tokens) in `request` events
+  /// (serve --ui-show-prompts).
   bool show_prompts = false;
   /// Dashboards open at once; subscribe() refuses more.
   size_t max_subscribers = 8;
@@ -117,6 +118,7 @@ class EventHub : public EngineObserver {
   };
   static constexpr size_t kMaxItlPerRequest = 1024;
   static constexpr size_t kMaxTracked = 100000;  // requests that never finish are dropped
+  static constexpr size_t kMaxPromptTokensShown = 4096;  // show_prompts: the prompt's start
 
   std::string request_event(int64_t id, const Tracked& t, const char* finish_reason) const;
   void publish(std::shared_ptr<const std::string> event);  // mu_ held

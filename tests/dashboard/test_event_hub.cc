@@ -265,6 +265,32 @@ TEST(EventHub, TheLastKvEventShowsTheIdlePool) {
   for (const json& r : kvs.back()["ref_counts"]) EXPECT_EQ(r, 0);
 }
 
+// --ui-show-prompts: the request events carry the prompt's text (decoded by the tokenizer).
+TEST(EventHub, ShowPromptsSendsThePromptText) {
+  auto engine = stories_engine(/*num_kv_blocks=*/64);
+  dashboard::HubConfig config;
+  config.show_prompts = true;
+  dashboard::EventHub hub(config, hello_for(*engine), &engine->tokenizer());
+  AsyncEngine async(std::move(engine));
+  async.set_observer(&hub);
+  auto sub = hub.subscribe();
+  EngineRequest r = request(async.engine(), "Lily and Ben", 5, "p");
+  const std::string text = async.engine().tokenizer().decode(r.prompt_token_ids);
+  auto s = async.submit(std::move(r));
+  ASSERT_TRUE(s.ok());
+  while (!(*s)->wait_next(30)->finished) {
+  }
+  async.set_observer(nullptr);
+  int seen = 0;
+  for (const Event& e : parse(sub->wait(0.5)))
+    if (e.name == "request") {
+      EXPECT_EQ(e.data["prompt"], text);
+      ++seen;
+    }
+  EXPECT_EQ(seen, 2);
+  EXPECT_NE(text.find("Lily and Ben"), std::string::npos) << text;
+}
+
 TEST(EventHub, MetricsEventPercentilesAndRates) {
   auto engine = stories_engine(/*num_kv_blocks=*/64);
   dashboard::EventHub hub({}, hello_for(*engine), &engine->tokenizer());
