@@ -80,29 +80,39 @@ void TokenMasker::walk(Matcher& m, const std::vector<int32_t>& heads, TokenBitma
   const auto& ids = v.token_ids();
   if (heads_by_depth_.size() < v.max_depth() + 1) heads_by_depth_.resize(v.max_depth() + 1);
   arena_at_.assign(v.max_depth() + 1, 0);
+  tainted_.assign(v.max_depth() + 1, 0);
   const size_t arena_start = m.arena_.size();
   heads_by_depth_[0] = heads;
   arena_at_[0] = arena_start;
+  // Ranks of the tokens in node n's subtree from rank `from` on (n's own tokens come first).
+  auto subtree_uncertain = [&](const TokenVocab::Node& n, uint32_t from) {
+    uint32_t end = n.subtree_end < nodes.size() ? nodes[n.subtree_end].tokens_begin : static_cast<uint32_t>(ids.size());
+    for (uint32_t r = from; r < end; ++r) uncertain->push_back(r);
+  };
   for (size_t i = 0; i < nodes.size();) {
     const auto& n = nodes[i];
     m.arena_.resize(arena_at_[n.depth - 1]);  // drop the previous sibling subtree's frames
     bool finished = false;
-    bool alive = m.step(heads_by_depth_[n.depth - 1], n.byte, heads_by_depth_[n.depth], finished);
-    if (!alive) {
+    // A byte some head consumed always leaves a live state (the grammar has no dead ends:
+    // Grammar::prune_unproductive), so `consumed` means the prefix is allowed from these heads.
+    const bool consumed = m.step(heads_by_depth_[n.depth - 1], n.byte, heads_by_depth_[n.depth], finished);
+    // Tainted: some expansion on the way here reached the cached frames' cut-off bottom, so the
+    // real state has more heads than these (frames below could consume the next bytes).
+    const bool tainted_before = tainted_[n.depth - 1] != 0;
+    if (!consumed) {
+      if (tainted_before) subtree_uncertain(n, n.tokens_begin);
       i = n.subtree_end;
       continue;
     }
-    if (uncertain && m.escaped_) {  // every token from here down depends on the frames below
-      uint32_t end = n.subtree_end < nodes.size() ? nodes[n.subtree_end].tokens_begin : static_cast<uint32_t>(ids.size());
-      for (uint32_t r = n.tokens_begin; r < end; ++r) uncertain->push_back(r);
-      i = n.subtree_end;
-      continue;
-    }
+    // Consumed within the copied frames: allowed whatever lies below them.
     for (uint32_t t = n.tokens_begin; t < n.tokens_end; ++t) mask_set(mask, ids[t]);
-    if (heads_by_depth_[n.depth].empty()) {  // completed, nothing can follow
+    const bool tainted = tainted_before || m.escaped_;
+    if (heads_by_depth_[n.depth].empty()) {  // nothing here can take a further byte
+      if (tainted) subtree_uncertain(n, n.tokens_end);
       i = n.subtree_end;
       continue;
     }
+    tainted_[n.depth] = tainted;
     arena_at_[n.depth] = m.arena_.size();
     ++i;
   }

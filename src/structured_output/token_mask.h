@@ -92,8 +92,10 @@ class TokenMasker {
  private:
   struct CacheEntry;
   std::shared_ptr<const CacheEntry> cache_entry(Matcher& m, int32_t head);
-  // Walks the trie from `heads`: accepted tokens into `mask`; with `uncertain`, tokens whose walk
-  // reached Matcher::kEscape go there (by rank) instead.
+  // Walks the trie from `heads`: accepted tokens into `mask`. With `uncertain` (a cached walk
+  // whose bottom frame's parent is Matcher::kEscape), a token whose bytes the copied frames
+  // consume is accepted; one they refuse after an expansion reached kEscape (frames below might
+  // take the rest) goes to `uncertain` by rank; the others are refused.
   void walk(Matcher& m, const std::vector<int32_t>& heads, TokenBitmask& mask, std::vector<uint32_t>* uncertain);
   // Checks the tokens of sorted `ranks` from the matcher's real state.
   void walk_ranks(Matcher& m, const std::vector<uint32_t>& ranks, TokenBitmask& mask);
@@ -101,6 +103,7 @@ class TokenMasker {
   std::shared_ptr<const TokenVocab> vocab_;
   std::vector<std::vector<int32_t>> heads_by_depth_;
   std::vector<size_t> arena_at_;
+  std::vector<char> tainted_;
   std::vector<uint32_t> uncertain_;
 };
 

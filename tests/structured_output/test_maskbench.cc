@@ -92,6 +92,7 @@ TEST(MaskBench, NoInvalidAcceptedFewValidRejected) {
       compiled = *c;
     }
     st.compile_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (verbose && st.compile_us.back() > 5000) std::printf("SLOW COMPILE %.0f us: %s\n", st.compile_us.back(), path.filename().c_str());
     if (!compiled) {
       ++st.refused;
       const std::string& msg = grammar.status().message();

@@ -19,7 +19,8 @@ std::shared_ptr<const TokenVocab> small_vocab() {
   }
   for (const char* w : {"\"name\"", "\": \"", "\", \"", "{\"", "\"}", "name", "age", "true", "false", "null", "12",
                         "3.5", "\xC3", "\xA9", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F", "\x98\x80", "\": ", ", \"",
-                        "\\n", "\\u00", "e\"", "1\",", "\"}]", "abc", "2024-", "01-", "T12:", "00Z\""}) {
+                        "\\n", "\\u00", "e\"", "1\",", "\"}]", "abc", "2024-", "01-", "T12:", "00Z\"", "http", "://",
+                        ".co", "1,", "0}", "true,", "null}", "5e", "-1", "a.b"}) {
     t.push_back(w);
   }
   return std::make_shared<TokenVocab>(std::move(t));
@@ -69,6 +70,16 @@ TEST(TokenMasker, MatchesReferenceOnRecursiveSchema) {
       "v":{"type":"string"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"additionalProperties":false}},
       "$ref":"#/$defs/node"})"),
                40, 80, 3);
+}
+
+// Value positions, where a token may end a number or literal inside the cached frames and go on
+// into the frames below ("1,", "true,", "null}"), and a URL pattern (several places in the
+// pattern at once).
+TEST(TokenMasker, MatchesReferenceAtValuePositionsAndPatterns) {
+  random_walks(nlohmann::ordered_json::parse(R"({"type":"object","properties":{
+      "u":{"type":"string","pattern":"^(https?://)?[\\da-z.-]+\\.[a-z.]{2,6}$"},"n":{"type":"number"},
+      "b":{"type":["boolean","null"]},"xs":{"type":"array","items":{"type":"integer"}}}})"),
+               60, 60, 4);
 }
 
 TEST(TokenVocab, TrieHoldsEveryTokenOnce) {
