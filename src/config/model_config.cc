@@ -34,6 +34,13 @@ Status ModelConfig::validate() const {
                              "qk_rope_head_dim ({})", head_dim, qk_nope_head_dim,
                              qk_rope_head_dim);
   }
+  if (is_moe()) {
+    LLMS_RETURN_IF_ERROR(positive("n_experts_used", n_experts_used));
+    LLMS_RETURN_IF_ERROR(positive("expert_ffn_dim", expert_ffn_dim));
+    if (n_experts_used > n_experts)
+      return InvalidArgument("model config: n_experts_used ({}) is more than n_experts ({})",
+                             n_experts_used, n_experts);
+  }
   if (rope_dim() % 2 != 0)
     return InvalidArgument("model config: RoPE dimension ({}) must be even", rope_dim());
   if (!(rms_norm_eps > 0.0f) || !(rope_theta > 0.0f) || !std::isfinite(rms_norm_eps) ||

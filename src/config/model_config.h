@@ -73,6 +73,14 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have biases (Qwen2; HF attention_bias)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
+
+  // Mixture of experts in every layer's MLP (Qwen3-MoE; Fedus et al. 2021, "Switch
+  // Transformers"; transformers' Qwen3MoeSparseMoeBlock): n_experts > 0 marks an MoE model.
+  int32_t n_experts = 0;         // routed experts per layer (HF num_experts)
+  int32_t n_experts_used = 0;    // experts each token uses (top-k, HF num_experts_per_tok)
+  int32_t expert_ffn_dim = 0;    // one expert's SwiGLU hidden size (HF moe_intermediate_size)
+  bool norm_topk_prob = true;    // renormalise the top-k router probabilities to sum to 1
+  bool is_moe() const { return n_experts > 0; }
   /// dtype of the token embedding (informational; for a GGUF quantized with llama-quantize
   /// the type of token_embd.weight, e.g. Q4_K in a Q4_K_M file, whose tensors mix types).
   DType weight_dtype = DType::kF32;

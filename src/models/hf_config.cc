@@ -99,6 +99,7 @@ constexpr ArchInfo kArchs[] = {
     {"mistral", "MistralForCausalLM", "llama", 4096 * 32},
     {"qwen2", "Qwen2ForCausalLM", "qwen2", 32768},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 32768},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", 32768},
     {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 2048},
 };
 
@@ -159,6 +160,13 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router: present = MoE layer
 };
+// One expert's projections, mlp.experts.E.<hf> -> blk.N.<gguf>.E.weight (the per-expert names
+// of llama.cpp's older Mixtral GGUFs; newer GGUFs stack experts in blk.N.ffn_*_exps.weight).
+constexpr std::pair<const char*, const char*> kExpertNames[] = {
+    {"gate_proj.weight", "ffn_gate"},
+    {"up_proj.weight", "ffn_up"},
+    {"down_proj.weight", "ffn_down"},
+};
 constexpr std::pair<const char*, const char*> kGlobalNames[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -192,6 +200,12 @@ std::optional<std::string> gguf_name_for_hf(std::string_view hf_name) {
   if (!parse_layer(hf_name, "model.layers.", &layer, &rest)) return std::nullopt;
   for (const auto& [hf, gg] : kLayerNames)
     if (rest == hf) return "blk." + std::to_string(layer) + "." + gg;
+  int expert = 0;
+  std::string_view what;
+  if (parse_layer(rest, "mlp.experts.", &expert, &what)) {
+    for (const auto& [hf, gg] : kExpertNames)
+      if (what == hf) return "blk." + std::to_string(layer) + "." + gg + "." + std::to_string(expert) + ".weight";
+  }
   return std::nullopt;
 }
 
@@ -203,6 +217,14 @@ std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name) {
   if (!parse_layer(gguf_name, "blk.", &layer, &rest)) return std::nullopt;
   for (const auto& [hf, gg] : kLayerNames)
     if (rest == gg) return "model.layers." + std::to_string(layer) + "." + hf;
+  for (const auto& [hf, gg] : kExpertNames) {
+    const std::string_view prefix = gg;
+    int expert = 0;
+    std::string_view tail;
+    if (rest.substr(0, prefix.size()) == prefix && rest.size() > prefix.size() && rest[prefix.size()] == '.' &&
+        parse_layer(rest.substr(prefix.size() + 1), "", &expert, &tail) && tail == "weight")
+      return "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." + hf;
+  }
   return std::nullopt;
 }
 
@@ -227,7 +249,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
   if (info == nullptr)
     return Unimplemented("{}: unsupported architecture (model_type \"{}\", architectures "
                          "\"{}\"); supported: LlamaForCausalLM, MistralForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM, DeepseekV2ForCausalLM",
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM",
                          path, model_type, class_name);
   if (!class_name.empty() && class_name != info->class_name)
     return Unimplemented("{}: architectures \"{}\" is not supported for model_type \"{}\" "
@@ -291,7 +313,25 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     // Qwen2's attention always has q/k/v biases (transformers hard-codes bias=True).
     LLMS_ASSIGN_OR_RETURN(c.attention_bias,
                           k.boolean_or("attention_bias", c.architecture == "qwen2"));
-    c.qk_norm = c.architecture == "qwen3";
+    c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
+    if (c.architecture == "qwen3moe") {
+      LLMS_ASSIGN_OR_RETURN(c.n_experts, k.size("num_experts"));
+      LLMS_ASSIGN_OR_RETURN(c.n_experts_used, k.size("num_experts_per_tok"));
+      LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, k.size("moe_intermediate_size"));
+      LLMS_ASSIGN_OR_RETURN(c.norm_topk_prob, k.boolean_or("norm_topk_prob", false));
+      if (c.n_experts_used > c.n_experts)
+        return InvalidArgument("{}: num_experts_per_tok {} is more than num_experts {}", path,
+                               c.n_experts_used, c.n_experts);
+      // Dense layers among the sparse ones (decoder_sparse_step > 1, mlp_only_layers) are not
+      // implemented: refused rather than run as experts.
+      LLMS_ASSIGN_OR_RETURN(int32_t step, k.size_or("decoder_sparse_step", 1));
+      if (step != 1)
+        return Unimplemented("{}: decoder_sparse_step = {} (dense MLP layers between MoE "
+                             "layers) is not supported", path, step);
+      if (k.has("mlp_only_layers") && !(j.at("mlp_only_layers").is_array() && j.at("mlp_only_layers").empty()))
+        return Unimplemented("{}: mlp_only_layers (dense MLP layers in an MoE model) is not "
+                             "supported", path);
+    }
     if (c.n_heads % c.n_kv_heads != 0)
       return InvalidArgument("{}: num_attention_heads {} is not a multiple of "
                              "num_key_value_heads {}", path, c.n_heads, c.n_kv_heads);

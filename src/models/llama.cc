@@ -7,6 +7,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "models/moe.h"
 #include "models/weight_loader.h"
 
 namespace llmserve {
@@ -21,6 +22,7 @@ struct LayerWeights {
   std::vector<float> ffn_norm;   // [dim]
   WeightMatrix w_gate_up;        // [2 ffn, dim] = Wgate; Wup stacked
   WeightMatrix w_down;           // [dim, ffn]
+  MoeWeights moe;                // Qwen3-MoE: the experts instead of w_gate_up / w_down
 };
 
 /// Epilogue of the fused QKV projection (vLLM's rotary_embedding + reshape_and_cache in the
@@ -119,6 +121,7 @@ class LlamaModel final : public Model {
         LLMS_ASSIGN_OR_RETURN(l.k_norm, w.vector(p + "attn_k_norm.weight", cfg_.head_dim));
       }
       for (const char* extra : {"attn_output.bias", "ffn_gate_inp.weight"}) {
+        if (cfg_.is_moe() && std::string(extra) == "ffn_gate_inp.weight") continue;
         if (const TensorView* t = file.find_tensor(p + extra))
           return Unimplemented("{}: tensor {} is not supported (output-projection bias or "
                                "MoE router)", file.path(), t->name);
@@ -128,12 +131,16 @@ class LlamaModel final : public Model {
                                "attention_bias = false", file.path(), t->name);
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, q_dim));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
+      prepare_weight(l.w_qkv);
+      prepare_weight(l.wo);
+      if (cfg_.is_moe()) {
+        LLMS_ASSIGN_OR_RETURN(l.moe, load_moe_weights(w, cfg_, i));
+        continue;
+      }
       LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
       LLMS_ASSIGN_OR_RETURN(gate_up[1], w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
       LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
       LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
-      prepare_weight(l.w_qkv);
-      prepare_weight(l.wo);
       prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
       prepare_weight(l.w_down);
     }
@@ -179,9 +186,14 @@ class LlamaModel final : public Model {
       for (int64_t t = 0; t < T; ++t)
         fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], l.ffn_norm.data(), &xn_[t * dim], dim,
                           eps);
-      // MLP block: gate and up in one GEMM with SiLU·mul in its epilogue, then down.
-      gemm_silu_mul(xn_.data(), T, l.w_gate_up, h_.data(), pool);
-      gemm(h_.data(), T, l.w_down, delta_.data(), pool);
+      // MLP block: gate and up in one GEMM with SiLU·mul in its epilogue, then down (for an
+      // MoE model, those of each token's chosen experts).
+      if (cfg_.is_moe()) {
+        moe_.forward(cfg_, l.moe, xn_.data(), T, delta_.data(), pool);
+      } else {
+        gemm_silu_mul(xn_.data(), T, l.w_gate_up, h_.data(), pool);
+        gemm(h_.data(), T, l.w_down, delta_.data(), pool);
+      }
       if (li + 1 < cfg_.n_layers) {
         for (int64_t t = 0; t < T; ++t)
           fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], layers_[li + 1].attn_norm.data(),
@@ -222,6 +234,7 @@ class LlamaModel final : public Model {
   // Activation scratch, [num_tokens, width] row-major, reused across steps.
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, delta_, qkv_, q_, att_, h_, rope_cos_, rope_sin_;
+  MoeMlp moe_;
 };
 
 }  // namespace

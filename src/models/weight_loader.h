@@ -105,6 +105,35 @@ class WeightLoader {
     return m;
   }
 
+  /// The n experts' [rows, cols] matrices of one projection of a mixture-of-experts layer:
+  /// views of the stacked 3-D tensor `stacked` [n, rows, cols] (llama.cpp's ffn_*_exps,
+  /// experts outermost; quantized rows are whole blocks, so an expert is a run of rows), or,
+  /// when the file has no such tensor, the 2-D tensors `per_expert_prefix` + "E.weight" (HF
+  /// mlp.experts.E.*, mapped by hf_config.h; older Mixtral GGUFs). Errors as matrix().
+  Expected<std::vector<WeightMatrix>> experts(const std::string& stacked, const std::string& per_expert_prefix,
+                                              int64_t n, int64_t rows, int64_t cols) {
+    std::vector<WeightMatrix> out;
+    if (file_.find_tensor(stacked) == nullptr && file_.find_tensor(per_expert_prefix + "0.weight") != nullptr) {
+      for (int64_t e = 0; e < n; ++e) {
+        LLMS_ASSIGN_OR_RETURN(WeightMatrix m, matrix(per_expert_prefix + std::to_string(e) + ".weight", rows, cols));
+        out.push_back(std::move(m));
+      }
+      return out;
+    }
+    LLMS_ASSIGN_OR_RETURN(Data d, data(stacked, {n, rows, cols}));
+    const int64_t expert_bytes = rows * dtype_row_bytes(d.dtype, cols);
+    for (int64_t e = 0; e < n; ++e) {
+      WeightMatrix m;
+      m.data = static_cast<const uint8_t*>(d.data) + e * expert_bytes;
+      m.dtype = d.dtype;
+      m.rows = rows;
+      m.cols = cols;
+      m.storage = d.storage;
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
   /// With --dtype: one info line saying what was converted (per source dtype: tensors and
   /// bytes) and what was already in that dtype or of another type. Without: nothing.
   void log_conversions() const {

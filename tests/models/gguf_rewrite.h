@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "model_test_util.h"
 #include "weights/gguf.h"
 
 namespace llmserve::testing {
@@ -106,6 +107,39 @@ inline void rewrite_gguf(const GgufFile& src, const std::string& dst, Rewrite mo
   }
   std::ofstream(dst, std::ios::binary).write(reinterpret_cast<const char*>(e.out.data()),
                                              static_cast<std::streamsize>(e.out.size()));
+}
+
+/// Writes a GGUF v3 file with `src`'s metadata and `tensors` (F32), per ggml docs/gguf.md.
+inline void write_gguf(const GgufFile& src, const std::vector<OutTensor>& tensors,
+                const std::string& dst) {
+  testing::GgufEncoder e;
+  e.out.insert(e.out.end(), {'G', 'G', 'U', 'F'});
+  e.put<uint32_t>(3);
+  e.put<uint64_t>(tensors.size());
+  e.put<uint64_t>(src.metadata().size());
+  for (const auto& [key, v] : src.metadata()) {
+    e.str(key);
+    e.put<uint32_t>(static_cast<uint32_t>(v.type));
+    e.value(v);
+  }
+  uint64_t offset = 0;
+  for (const OutTensor& t : tensors) {
+    e.str(t.name);
+    e.put<uint32_t>(static_cast<uint32_t>(t.shape.size()));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) e.put<uint64_t>(*it);
+    e.put<uint32_t>(0);  // F32
+    e.put<uint64_t>(offset);
+    offset += (t.data.size() * 4 + 31) / 32 * 32;
+  }
+  while (e.out.size() % 32) e.out.push_back(0);
+  for (const OutTensor& t : tensors) {
+    const auto* p = reinterpret_cast<const uint8_t*>(t.data.data());
+    e.out.insert(e.out.end(), p, p + t.data.size() * 4);
+    while (e.out.size() % 32) e.out.push_back(0);
+  }
+  std::ofstream(dst, std::ios::binary)
+      .write(reinterpret_cast<const char*>(e.out.data()),
+             static_cast<std::streamsize>(e.out.size()));
 }
 
 }  // namespace llmserve::testing

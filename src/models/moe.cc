@@ -1,0 +1,83 @@
+#include "models/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace llmserve {
+
+Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  const int64_t E = c.n_experts, F = c.expert_ffn_dim, dim = c.dim;
+  MoeWeights m;
+  LLMS_ASSIGN_OR_RETURN(m.router, w.matrix(p + "ffn_gate_inp.weight", E, dim));
+  LLMS_ASSIGN_OR_RETURN(std::vector<WeightMatrix> gate, w.experts(p + "ffn_gate_exps.weight", p + "ffn_gate.", E, F, dim));
+  LLMS_ASSIGN_OR_RETURN(std::vector<WeightMatrix> up, w.experts(p + "ffn_up_exps.weight", p + "ffn_up.", E, F, dim));
+  LLMS_ASSIGN_OR_RETURN(m.down, w.experts(p + "ffn_down_exps.weight", p + "ffn_down.", E, dim, F));
+  for (int64_t e = 0; e < E; ++e) {
+    WeightMatrix parts[2] = {gate[e], up[e]};
+    LLMS_ASSIGN_OR_RETURN(WeightMatrix gu, concat_rows(parts));
+    prepare_weight(gu, WeightUse::kSiluMul);
+    m.gate_up.push_back(std::move(gu));
+    prepare_weight(m.down[e]);
+  }
+  prepare_weight(m.router);
+  return m;
+}
+
+void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y,
+                     ThreadPool* pool) {
+  const int64_t E = c.n_experts, K = c.n_experts_used, F = c.expert_ffn_dim, dim = c.dim;
+  router_logits_.resize(T * E);
+  chosen_.resize(T * K);
+  weights_.resize(T * K);
+  expert_out_.resize(T * K * dim);
+  gemm(x, T, w.router, router_logits_.data(), pool);
+  rows_.assign(E, {});
+  std::vector<float> prob(E);
+  std::vector<int32_t> order(E);
+  for (int64_t t = 0; t < T; ++t) {
+    // Softmax over all experts (in float32, as transformers computes it), then the top k
+    // (ties to the lower expert id), renormalised to sum 1 when norm_topk_prob.
+    const float* z = &router_logits_[t * E];
+    const float zmax = *std::max_element(z, z + E);
+    float sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += prob[e] = std::exp(z[e] - zmax);
+    for (int64_t e = 0; e < E; ++e) prob[e] /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int32_t a, int32_t b) { return prob[a] != prob[b] ? prob[a] > prob[b] : a < b; });
+    float top_sum = 0;
+    for (int64_t k = 0; k < K; ++k) top_sum += prob[order[k]];
+    for (int64_t k = 0; k < K; ++k) {
+      chosen_[t * K + k] = order[k];
+      weights_[t * K + k] = c.norm_topk_prob ? prob[order[k]] / top_sum : prob[order[k]];
+      rows_[order[k]].push_back(static_cast<int32_t>(t * K + k));
+    }
+  }
+  // One gate/up GEMM (SiLU·mul in its epilogue) and one down GEMM per expert that has tokens.
+  for (int64_t e = 0; e < E; ++e) {
+    const std::vector<int32_t>& rows = rows_[e];
+    const int64_t n = static_cast<int64_t>(rows.size());
+    if (n == 0) continue;
+    x_in_.resize(n * dim);
+    hidden_.resize(n * F);
+    out_.resize(n * dim);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + (rows[i] / K) * dim, dim, &x_in_[i * dim]);
+    gemm_silu_mul(x_in_.data(), n, w.gate_up[e], hidden_.data(), pool);
+    gemm(hidden_.data(), n, w.down[e], out_.data(), pool);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(&out_[i * dim], dim, &expert_out_[rows[i] * dim]);
+  }
+  // Each token's weighted sum in rank order: independent of the batch.
+  for (int64_t t = 0; t < T; ++t) {
+    float* out = y + t * dim;
+    std::fill_n(out, dim, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float wk = weights_[t * K + k];
+      const float* o = &expert_out_[(t * K + k) * dim];
+      for (int64_t d = 0; d < dim; ++d) out[d] += wk * o[d];
+    }
+  }
+}
+
+}  // namespace llmserve

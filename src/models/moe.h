@@ -1,0 +1,51 @@
+// Mixture-of-experts MLP (sparsely-gated experts: Shazeer et al. 2017; top-k routing as in
+// transformers' Qwen3MoeSparseMoeBlock): a router scores every expert for each token, the token
+// goes through its top-k experts (each a SwiGLU MLP), and their outputs are summed weighted by
+// the router probabilities (softmax over all experts, renormalised over the k chosen when
+// norm_topk_prob). A step groups its tokens by expert and runs one gate/up and one down GEMM
+// per active expert over exactly its tokens, so decode reads only the chosen experts' bytes.
+//
+// Batch invariance (docs/batch_invariance.md): a token's router row, its experts' GEMM rows and
+// the weighted sum (in top-k rank order) do not depend on which other tokens are in the step or
+// chose the same expert (GEMM rows are computed by one recipe whatever M is).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "config/model_config.h"
+#include "kernels/gemm.h"
+#include "models/weight_loader.h"
+
+namespace llmserve {
+
+/// One layer's expert weights, prepared for the GEMMs.
+struct MoeWeights {
+  WeightMatrix router;                 // [n_experts, dim] (GGUF ffn_gate_inp, HF mlp.gate)
+  std::vector<WeightMatrix> gate_up;   // per expert [2 * expert_ffn_dim, dim]: gate over up
+  std::vector<WeightMatrix> down;      // per expert [dim, expert_ffn_dim]
+};
+
+/// Loads layer `layer`'s experts: blk.N.ffn_gate_inp.weight and the stacked
+/// blk.N.ffn_{gate,up,down}_exps.weight, or per-expert blk.N.ffn_{gate,up,down}.E.weight.
+/// Errors: WeightLoader's (missing tensor, shape) naming the file and tensor.
+Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer);
+
+/// The MoE MLP's forward pass with its scratch (reused across steps; one per model).
+class MoeMlp {
+ public:
+  /// y[t] = sum over token t's top-k experts e of p_e * down_e(silu(gate_e x[t]) * up_e x[t]),
+  /// x and y [T, dim] row-major float32.
+  void forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y, ThreadPool* pool);
+
+ private:
+  std::vector<float> router_logits_;        // [T, n_experts]
+  std::vector<int32_t> chosen_;             // [T, k] expert ids, in rank order
+  std::vector<float> weights_;              // [T, k]
+  std::vector<std::vector<int32_t>> rows_;  // per expert: indices t * k + rank choosing it
+  std::vector<float> x_in_, hidden_, out_;  // one expert's gathered rows, its SwiGLU, its output
+  std::vector<float> expert_out_;           // [T * k, dim]: each choice's expert output
+};
+
+}  // namespace llmserve
