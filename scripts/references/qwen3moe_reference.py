@@ -82,6 +82,8 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OUT_DIR = REPO_ROOT / "tests" / "models" / "data" / "qwen3moe-tiny"
 SEQUENCES = REPO_ROOT / ".." / "shared" / "testdata" / "models" / "synthetic" / "sequences.json"
+# The 512-piece stories260K vocabulary (the same as the synthetic dense models embed).
+TOKENIZER_GGUF = REPO_ROOT.parent / "shared" / "models" / "stories260K" / "stories260K.gguf"
 DENSE_QWEN3 = REPO_ROOT / ".." / "shared" / "testdata" / "models" / "synthetic" / "qwen3-qknorm"
 
 MIN_ROUTER_GAP = 1e-3
@@ -392,16 +394,56 @@ def gguf_metadata(cfg):
     ]
 
 
-def write_gguf(path, kvs, tensors):
+def tokenizer_kvs_raw(path, skip):
+    """The tokenizer.* metadata entries of GGUF file `path` as their raw bytes (key, type,
+    value), except the keys in `skip`: copied verbatim so that llama.cpp can load the model
+    (it needs a vocabulary; the engine's tests feed token ids)."""
+    data = Path(path).read_bytes()
+    pos = 4
+
+    def take(fmt):
+        nonlocal pos
+        vals = struct.unpack_from(fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return vals[0] if len(vals) == 1 else vals
+
+    def skip_val(typ):
+        nonlocal pos
+        if typ == T_STRING:
+            n = take("<Q")
+            pos += n
+        elif typ == T_ARRAY:
+            et, n = take("<I"), take("<Q")
+            for _ in range(n):
+                skip_val(et)
+        else:
+            pos += struct.calcsize(SCALAR_FMT[typ])
+
+    _, _, n_kv = take("<IQQ")
+    out = []
+    for _ in range(n_kv):
+        start = pos
+        n = take("<Q")
+        key = data[pos:pos + n].decode("utf-8")
+        pos += n
+        skip_val(take("<I"))
+        if key.startswith("tokenizer.") and key not in skip:
+            out.append(data[start:pos])
+    return out
+
+
+def write_gguf(path, kvs, tensors, raw_kvs=()):
     out = bytearray()
     out += GGUF_MAGIC
-    out += struct.pack("<IQQ", GGUF_VERSION, len(tensors), len(kvs))
+    out += struct.pack("<IQQ", GGUF_VERSION, len(tensors), len(kvs) + len(raw_kvs))
     for key, (typ, val) in kvs:
         out += gguf_str(key) + struct.pack("<I", typ)
         if typ == T_STRING:
             out += gguf_str(val)
         else:
             out += struct.pack(SCALAR_FMT[typ], val)
+    for raw in raw_kvs:
+        out += raw
     offset = 0
     blobs = []
     for name, t in tensors.items():
@@ -564,7 +606,8 @@ def main():
     write_safetensors(OUT_DIR / "hf" / "model.safetensors", W)
     G = hf_to_gguf_tensors(W, cfg)
     kvs = gguf_metadata(cfg)
-    write_gguf(OUT_DIR / "model.gguf", kvs, G)
+    tok = tokenizer_kvs_raw(TOKENIZER_GGUF, {k for k, _ in kvs})
+    write_gguf(OUT_DIR / "model.gguf", kvs, G, tok)
     for name, lg in logits.items():
         np.save(OUT_DIR / f"numpy_logits_{name}.npy", lg.astype(np.float32))
     shape = {
