@@ -125,7 +125,20 @@ struct WeightCost {
   double matrix_bits_per_weight = 0;
   int64_t decode_bytes_per_token = 0;
   int64_t total_bytes = 0;  // every tensor
+  // Mixture of experts: the expert matrices' totals, and what one token reads of them (its
+  // n_experts_used of n_experts, counted in decode_bytes_per_token instead of all of them).
+  int64_t expert_params = 0, expert_bytes = 0, active_expert_params = 0, active_expert_bytes = 0;
 };
+
+/// A routed expert's weights: llama.cpp's stacked blk.N.ffn_*_exps, the older per-expert
+/// blk.N.ffn_*.E.weight, or HF mlp.experts.E.*.
+bool is_expert_tensor(const std::string& name) {
+  if (name.find("_exps.") != std::string::npos || name.find("mlp.experts.") != std::string::npos) return true;
+  int layer = 0, expert = 0, n = 0;
+  char what[16];
+  return std::sscanf(name.c_str(), "blk.%d.ffn_%15[a-z].%d.weight%n", &layer, what, &expert, &n) == 3 &&
+         n == static_cast<int>(name.size());
+}
 
 /// `types`: tensors whose type --quantization would change (the rest as stored).
 WeightCost weight_cost(const ModelFile& mf, const std::map<const TensorView*, DType>& types) {
@@ -153,6 +166,15 @@ WeightCost weight_cost(const ModelFile& mf, const std::map<const TensorView*, DT
     if (t->shape.size() < 2) continue;
     matrix_params += t->numel();
     matrix_bytes += bytes;
+    const ModelConfig& cfg = mf.config();
+    if (cfg.is_moe() && is_expert_tensor(t->name)) {
+      c.expert_params += t->numel();
+      c.expert_bytes += bytes;
+      c.active_expert_params += t->numel() / cfg.n_experts * cfg.n_experts_used;
+      c.active_expert_bytes += bytes / cfg.n_experts * cfg.n_experts_used;
+      c.decode_bytes_per_token += bytes / cfg.n_experts * cfg.n_experts_used;
+      continue;
+    }
     if (t != emb || tied) c.decode_bytes_per_token += bytes;
   }
   if (emb != nullptr && !emb->shape.empty())
@@ -326,6 +348,15 @@ int InspectCommand::run() {
     }
     j["weight_matrix_bits_per_weight"] = cost.matrix_bits_per_weight;
     j["decode_bytes_per_token"] = cost.decode_bytes_per_token;
+    if (c.is_moe())
+      j["experts"] = {{"n_experts", c.n_experts},
+                      {"n_experts_used", c.n_experts_used},
+                      {"expert_ffn_dim", c.expert_ffn_dim},
+                      {"norm_topk_prob", c.norm_topk_prob},
+                      {"expert_parameters", cost.expert_params},
+                      {"expert_bytes", cost.expert_bytes},
+                      {"active_expert_parameters", cost.active_expert_params},
+                      {"active_expert_bytes", cost.active_expert_bytes}};
     j["attention"] = {{"type", attn}};
     if (!c.is_mla()) j["attention"]["group_size"] = group;
     nlohmann::json k = capacity_json(kv);
@@ -396,10 +427,23 @@ int InspectCommand::run() {
                                 human_bytes(u.bytes))});
   rows.push_back({"bits per weight", fmt::format("{:.2f} (weight matrices)",
                                                  cost.matrix_bits_per_weight)});
+  if (c.is_moe()) {
+    rows.push_back({"experts", fmt::format("{} per layer, {} used per token, width {}{}", c.n_experts,
+                                           c.n_experts_used, c.expert_ffn_dim,
+                                           c.norm_topk_prob ? ", top-k weights renormalised" : "")});
+    rows.push_back({"  expert parameters",
+                    fmt::format("{} ({}, {}) in all; {} ({}, {}) read per token", cost.expert_params,
+                                human_count(cost.expert_params), human_bytes(cost.expert_bytes),
+                                cost.active_expert_params, human_count(cost.active_expert_params),
+                                human_bytes(cost.active_expert_bytes))});
+    const int64_t active = params - cost.expert_params + cost.active_expert_params;
+    rows.push_back({"  active parameters", fmt::format("{} ({}) per token of {} ({})", active,
+                                                       human_count(active), params, human_count(params))});
+  }
   rows.push_back({"decode bytes per token",
-                  fmt::format("{} ({}: every weight matrix once + one embedding row)",
-                              cost.decode_bytes_per_token,
-                              human_bytes(cost.decode_bytes_per_token))});
+                  fmt::format("{} ({}: every weight matrix once{} + one embedding row)",
+                              cost.decode_bytes_per_token, human_bytes(cost.decode_bytes_per_token),
+                              c.is_moe() ? ", of the experts only the used ones' share" : "")});
   std::string attn_text = attn;
   if (attn == "GQA")
     attn_text += fmt::format(" (group size {}: {} query heads share {} KV heads)", group,

@@ -1,5 +1,5 @@
-// llmserve make-model: a random-weight Llama-architecture model of a named shape, for
-// benchmarks. Writes a GGUF file laid out as llama.cpp's converter writes a llama model
+// llmserve make-model: a random-weight Llama-architecture (or, for the MoE preset, Qwen3-MoE)
+// model of a named shape, for benchmarks. Writes a GGUF file laid out as llama.cpp's converter writes a llama model
 // (metadata keys, tensor names, Q/K rows in llama.cpp's permuted order, 1-D norms in F32),
 // with a generated SentencePiece-style vocabulary so text prompts tokenize into real pieces.
 // Optionally also writes the same weights as a Hugging Face directory (config.json +
@@ -49,6 +49,12 @@ struct Preset {
   int32_t context_length;
   double rope_theta;
   double rms_norm_eps;
+  // Mixture of experts (0 = dense): written as llama.cpp's qwen3moe architecture (Qwen3
+  // attention with per-head q/k norms, rotate-half RoPE; experts stacked in ffn_*_exps).
+  int32_t n_experts = 0;
+  int32_t n_experts_used = 0;
+  int32_t expert_ffn_dim = 0;
+  bool is_moe() const { return n_experts > 0; }
 };
 
 constexpr Preset kPresets[] = {
@@ -58,6 +64,9 @@ constexpr Preset kPresets[] = {
     {"bench-250m", 32000, 1024, 16, 16, 4, 64, 2816, 2048, 10000.0, 1e-5},
     // TinyLlama/TinyLlama-1.1B-Chat-v1.0 config.json
     {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 10000.0, 1e-5},
+    // Qwen3-30B-A3B's shape scaled down (128 experts, top-8, width 768 there): 1.3B parameters,
+    // ~0.26B of them read per token (64 experts, top-8, width 512).
+    {"qwen3moe-1b", 32000, 1024, 12, 16, 4, 64, 2816, 2048, 1e6, 1e-6, 64, 8, 512},
 };
 
 std::string preset_names() {
@@ -347,13 +356,24 @@ std::vector<TensorSpec> model_tensors(const Preset& p, uint64_t seed) {
     const std::string g = "blk." + std::to_string(l) + ".";
     const std::string h = "model.layers." + std::to_string(l) + ".";
     t.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", {p.dim}, true});
+    // qwen3moe keeps HF's rotate-half Q/K rows; llama.cpp permutes llama's.
     t.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", {q_dim, p.dim}, false, 0,
-                 p.n_heads});
+                 p.is_moe() ? 0 : p.n_heads});
     t.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", {kv_dim, p.dim}, false, 0,
-                 p.n_kv_heads});
+                 p.is_moe() ? 0 : p.n_kv_heads});
     t.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", {kv_dim, p.dim}});
     t.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", {p.dim, q_dim}});
     t.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", {p.dim}, true});
+    if (p.is_moe()) {
+      const int64_t E = p.n_experts, F = p.expert_ffn_dim;
+      t.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", {p.head_dim}, true});
+      t.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", {p.head_dim}, true});
+      t.push_back({g + "ffn_gate_inp.weight", h + "mlp.gate.weight", {E, p.dim}});
+      t.push_back({g + "ffn_gate_exps.weight", "", {E, F, p.dim}});  // HF: one tensor per expert
+      t.push_back({g + "ffn_up_exps.weight", "", {E, F, p.dim}});
+      t.push_back({g + "ffn_down_exps.weight", "", {E, p.dim, F}});
+      continue;
+    }
     t.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", {p.ffn_dim, p.dim}});
     t.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", {p.ffn_dim, p.dim}});
     t.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", {p.dim, p.ffn_dim}});
@@ -411,22 +431,28 @@ DType gguf_dtype(const TensorSpec& t, DType dtype) { return t.is_norm ? DType::k
 Status write_gguf(const Preset& p, DType dtype, const std::vector<TensorSpec>& tensors,
                   const VocabBuilder& vocab, const std::string& path) {
   GgufWriter w;
-  w.add_string("general.architecture", "llama");
+  const std::string a = p.is_moe() ? "qwen3moe" : "llama";
+  w.add_string("general.architecture", a);
   w.add_string("general.name", p.name);
-  w.add_uint32("llama.context_length", p.context_length);
-  w.add_uint32("llama.embedding_length", p.dim);
-  w.add_uint32("llama.block_count", p.n_layers);
-  w.add_uint32("llama.feed_forward_length", p.ffn_dim);
-  w.add_uint32("llama.rope.dimension_count", p.head_dim);
-  w.add_uint32("llama.attention.head_count", p.n_heads);
-  w.add_uint32("llama.attention.head_count_kv", p.n_kv_heads);
-  if (p.head_dim * p.n_heads != p.dim) {
-    w.add_uint32("llama.attention.key_length", p.head_dim);
-    w.add_uint32("llama.attention.value_length", p.head_dim);
+  w.add_uint32(a + ".context_length", p.context_length);
+  w.add_uint32(a + ".embedding_length", p.dim);
+  w.add_uint32(a + ".block_count", p.n_layers);
+  w.add_uint32(a + ".feed_forward_length", p.ffn_dim);
+  w.add_uint32(a + ".rope.dimension_count", p.head_dim);
+  w.add_uint32(a + ".attention.head_count", p.n_heads);
+  w.add_uint32(a + ".attention.head_count_kv", p.n_kv_heads);
+  if (p.head_dim * p.n_heads != p.dim || p.is_moe()) {
+    w.add_uint32(a + ".attention.key_length", p.head_dim);
+    w.add_uint32(a + ".attention.value_length", p.head_dim);
   }
-  w.add_float32("llama.attention.layer_norm_rms_epsilon", static_cast<float>(p.rms_norm_eps));
-  w.add_float32("llama.rope.freq_base", static_cast<float>(p.rope_theta));
-  w.add_uint32("llama.vocab_size", p.vocab_size);
+  w.add_float32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(p.rms_norm_eps));
+  w.add_float32(a + ".rope.freq_base", static_cast<float>(p.rope_theta));
+  w.add_uint32(a + ".vocab_size", p.vocab_size);
+  if (p.is_moe()) {
+    w.add_uint32(a + ".expert_count", p.n_experts);
+    w.add_uint32(a + ".expert_used_count", p.n_experts_used);
+    w.add_uint32(a + ".expert_feed_forward_length", p.expert_ffn_dim);
+  }
   // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_BF16 = 32.
   w.add_uint32("general.file_type", dtype == DType::kF32 ? 0 : dtype == DType::kF16 ? 1 : 32);
   w.add_string("tokenizer.ggml.model", "llama");
@@ -672,6 +698,9 @@ int MakeModelCommand::run() {
   auto dtype_flag = parse_dtype("--dtype", dtype_, /*allow_auto=*/false);
   if (!dtype_flag.ok()) return fail(dtype_flag.status());
   const DType dtype = **dtype_flag;
+  if (p->is_moe() && !hf_dir_.empty())
+    return fail(Unimplemented("--hf-dir is not supported for the mixture-of-experts preset '{}' "
+                              "(the GGUF only)", preset_));
 
   const auto t0 = std::chrono::steady_clock::now();
   const VocabBuilder vocab = build_vocab(p->vocab_size);

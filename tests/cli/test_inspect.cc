@@ -163,6 +163,29 @@ TEST(Inspect, ParameterCountMatchesHandSum) {
   EXPECT_EQ(inspect_json(quote(synthetic("deepseek2-mla/model.gguf")))["parameters"], 458528);
 }
 
+// qwen3moe-tiny (tests/models/data; dim 64, 2 layers, 4 heads / 2 KV heads of 16, q/k norms,
+// 8 experts of width 32, 2 used, untied): expert matrices 2 layers * 8 * 3 * 32*64 = 98304
+// parameters, a quarter (2 of 8) read per token: 24576. Decode bytes (f32): every matrix but
+// the experts and the embedding (output 512*64 + per layer q 4096 + k 2048 + v 2048 + o 4096 +
+// router 8*64 = 512 -> 12800, twice) = 32768 + 25600, plus the experts' share 24576, plus one
+// embedding row of 64: 83008 parameters * 4 bytes.
+TEST(Inspect, ExpertsTotalAndActive) {
+  const std::string dir = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/qwen3moe-tiny/";
+  for (const std::string src : {dir + "model.gguf", dir + "hf"}) {
+    SCOPED_TRACE(src);
+    json j = inspect_json(quote(src));
+    EXPECT_EQ(j["experts"]["n_experts"], 8);
+    EXPECT_EQ(j["experts"]["n_experts_used"], 2);
+    EXPECT_EQ(j["experts"]["expert_ffn_dim"], 32);
+    EXPECT_EQ(j["experts"]["expert_parameters"], 98304);
+    EXPECT_EQ(j["experts"]["active_expert_parameters"], 24576);
+    EXPECT_EQ(j["experts"]["active_expert_bytes"], 24576 * 4);
+    EXPECT_EQ(j["decode_bytes_per_token"], 83008 * 4);
+  }
+  auto r = run_llmserve("inspect " + quote(dir + "model.gguf"));
+  EXPECT_NE(r.out.find("8 per layer, 2 used per token, width 32"), std::string::npos) << r.out;
+}
+
 TEST(Inspect, SequencesThatFitInBudget) {
   // llama-gqa, f32, 1 MiB, block 16: a block is 16 tokens * 2 layers * 256 = 8192 bytes;
   // 1048576 / 8192 = 128 blocks = 2048 tokens; a 512-token sequence takes 512/16 = 32 blocks,

@@ -257,6 +257,12 @@ TEST_F(MakeModel, Errors) {
 
   r = run_llmserve("make-model --preset bench-5m");  // --out missing
   EXPECT_EQ(r.exit_code, 1);
+
+  // The MoE preset writes its experts stacked, as llama.cpp's GGUFs hold them; no HF copy.
+  r = run_llmserve("make-model --preset qwen3moe-1b --out '" + dir() + "/m.gguf' --hf-dir '" + dir() + "/m'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--hf-dir"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir() + "/m.gguf"));
 }
 
 TEST_F(MakeModel, HfDirectoryHoldsTheSameWeightsInHfLayout) {
