@@ -80,6 +80,9 @@ struct ModelConfig {
   int32_t n_experts_used = 0;    // experts each token uses (top-k, HF num_experts_per_tok)
   int32_t expert_ffn_dim = 0;    // one expert's SwiGLU hidden size (HF moe_intermediate_size)
   bool norm_topk_prob = true;    // renormalise the top-k router probabilities to sum to 1
+  /// Qwen2-MoE's shared expert (0 = none): a SwiGLU MLP of this width every token goes
+  /// through, scaled by sigmoid(x . shared_expert_gate), added to the routed experts' sum.
+  int32_t shared_expert_ffn_dim = 0;
   bool is_moe() const { return n_experts > 0; }
   /// dtype of the token embedding (informational; for a GGUF quantized with llama-quantize
   /// the type of token_embd.weight, e.g. Q4_K in a Q4_K_M file, whose tensors mix types).

@@ -100,6 +100,8 @@ constexpr ArchInfo kArchs[] = {
     {"qwen2", "Qwen2ForCausalLM", "qwen2", 32768},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 32768},
     {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", 32768},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", "qwen2moe", 32768},
+    {"mixtral", "MixtralForCausalLM", "llama", 4096 * 32},
     {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 2048},
 };
 
@@ -159,6 +161,11 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router: present = MoE layer
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},  // Mixtral's router
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},  // Qwen2-MoE
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 // One expert's projections, mlp.experts.E.<hf> -> blk.N.<gguf>.E.weight (the per-expert names
 // of llama.cpp's older Mixtral GGUFs; newer GGUFs stack experts in blk.N.ffn_*_exps.weight).
@@ -166,6 +173,12 @@ constexpr std::pair<const char*, const char*> kExpertNames[] = {
     {"gate_proj.weight", "ffn_gate"},
     {"up_proj.weight", "ffn_up"},
     {"down_proj.weight", "ffn_down"},
+};
+// Mixtral's: block_sparse_moe.experts.E.w1 (gate), w3 (up), w2 (down).
+constexpr std::pair<const char*, const char*> kMixtralExpertNames[] = {
+    {"w1.weight", "ffn_gate"},
+    {"w3.weight", "ffn_up"},
+    {"w2.weight", "ffn_down"},
 };
 constexpr std::pair<const char*, const char*> kGlobalNames[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
@@ -204,6 +217,10 @@ std::optional<std::string> gguf_name_for_hf(std::string_view hf_name) {
   std::string_view what;
   if (parse_layer(rest, "mlp.experts.", &expert, &what)) {
     for (const auto& [hf, gg] : kExpertNames)
+      if (what == hf) return "blk." + std::to_string(layer) + "." + gg + "." + std::to_string(expert) + ".weight";
+  }
+  if (parse_layer(rest, "block_sparse_moe.experts.", &expert, &what)) {
+    for (const auto& [hf, gg] : kMixtralExpertNames)
       if (what == hf) return "blk." + std::to_string(layer) + "." + gg + "." + std::to_string(expert) + ".weight";
   }
   return std::nullopt;
@@ -249,7 +266,8 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
   if (info == nullptr)
     return Unimplemented("{}: unsupported architecture (model_type \"{}\", architectures "
                          "\"{}\"); supported: LlamaForCausalLM, MistralForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM",
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+                         "MixtralForCausalLM, DeepseekV2ForCausalLM",
                          path, model_type, class_name);
   if (!class_name.empty() && class_name != info->class_name)
     return Unimplemented("{}: architectures \"{}\" is not supported for model_type \"{}\" "
@@ -312,13 +330,24 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
                              "and no head_dim is given", path, c.dim, c.n_heads);
     // Qwen2's attention always has q/k/v biases (transformers hard-codes bias=True).
     LLMS_ASSIGN_OR_RETURN(c.attention_bias,
-                          k.boolean_or("attention_bias", c.architecture == "qwen2"));
+                          k.boolean_or("attention_bias", c.architecture == "qwen2" || c.architecture == "qwen2moe"));
     c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
-    if (c.architecture == "qwen3moe") {
+    if (info->model_type == std::string_view("mixtral")) {  // MixtralSparseMoeBlock
+      LLMS_ASSIGN_OR_RETURN(c.n_experts, k.size("num_local_experts"));
+      LLMS_ASSIGN_OR_RETURN(c.n_experts_used, k.size("num_experts_per_tok"));
+      c.expert_ffn_dim = c.ffn_dim;
+      c.norm_topk_prob = true;  // transformers always renormalises Mixtral's top-k
+    }
+    if (c.architecture == "qwen3moe" || c.architecture == "qwen2moe") {
       LLMS_ASSIGN_OR_RETURN(c.n_experts, k.size("num_experts"));
       LLMS_ASSIGN_OR_RETURN(c.n_experts_used, k.size("num_experts_per_tok"));
       LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, k.size("moe_intermediate_size"));
       LLMS_ASSIGN_OR_RETURN(c.norm_topk_prob, k.boolean_or("norm_topk_prob", false));
+      if (c.architecture == "qwen2moe") {
+        LLMS_ASSIGN_OR_RETURN(c.shared_expert_ffn_dim, k.size_or("shared_expert_intermediate_size", 0));
+      }
+    }
+    if (c.is_moe()) {
       if (c.n_experts_used > c.n_experts)
         return InvalidArgument("{}: num_experts_per_tok {} is more than num_experts {}", path,
                                c.n_experts_used, c.n_experts);

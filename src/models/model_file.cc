@@ -34,15 +34,17 @@ std::string first_bytes(const std::string& path) {
 
 Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   LLMS_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "deepseek2")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "qwen2moe" &&
+      arch != "deepseek2")
     return Unimplemented("{}: unsupported architecture '{}' (supported: llama, qwen2, qwen3, "
-                         "qwen3moe, deepseek2)", g.path(), arch);
+                         "qwen2moe, qwen3moe, deepseek2)", g.path(), arch);
   ModelConfig c;
   c.architecture = arch;
   const std::string pre = arch + ".";
   // llama.cpp's converter permutes llama Q/K rows for adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM);
   // qwen2/qwen3 keep the HF order (NEOX, rotate-half); deepseek2 uses adjacent pairs.
-  c.rope_style = arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ? RopeStyle::kRotateHalf
+  c.rope_style = arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "qwen2moe"
+                     ? RopeStyle::kRotateHalf
                                                      : RopeStyle::kAdjacentPairs;
   auto get_i = [&](const std::string& key) -> Expected<int32_t> {
     LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + key));
@@ -132,15 +134,23 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     }
     // qwen2 always has q/k/v biases and qwen3 always q/k norms (llama.cpp requires them);
     // llama-arch files may carry optional biases.
-    c.attention_bias = arch == "qwen2" || g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.attention_bias = arch == "qwen2" || arch == "qwen2moe" || g.find_tensor("blk.0.attn_q.bias") != nullptr;
     c.qk_norm = arch == "qwen3" || arch == "qwen3moe";
-    if (arch == "qwen3moe") {
-      // llama.cpp's qwen3moe graph always renormalises the top-k weights (the converter writes
-      // no norm_topk_prob; released Qwen3-MoE checkpoints set it true).
+    // Mixtures of experts, as llama.cpp's graphs run them: qwen3moe renormalises the top-k
+    // weights, qwen2moe does not (Qwen1.5-MoE) and adds a shared expert, and a llama file with
+    // experts is Mixtral (renormalised; the experts' width is feed_forward_length).
+    if (arch == "qwen3moe" || arch == "qwen2moe" || (arch == "llama" && has("expert_count"))) {
       LLMS_ASSIGN_OR_RETURN(c.n_experts, get_i("expert_count"));
       LLMS_ASSIGN_OR_RETURN(c.n_experts_used, get_i("expert_used_count"));
-      LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, get_i("expert_feed_forward_length"));
-      c.norm_topk_prob = true;
+      if (arch == "llama") {
+        c.expert_ffn_dim = c.ffn_dim;
+      } else {
+        LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, get_i("expert_feed_forward_length"));
+      }
+      c.norm_topk_prob = arch != "qwen2moe";
+      if (arch == "qwen2moe" && has("expert_shared_feed_forward_length")) {
+        LLMS_ASSIGN_OR_RETURN(c.shared_expert_ffn_dim, get_i("expert_shared_feed_forward_length"));
+      }
       if (c.n_experts_used > c.n_experts)
         return InvalidArgument("{}: {}expert_used_count {} is more than expert_count {}", g.path(),
                                pre, c.n_experts_used, c.n_experts);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/ops.h"
+
 namespace llmserve {
 
 Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer) {
@@ -22,6 +24,25 @@ Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int
     prepare_weight(m.down[e]);
   }
   prepare_weight(m.router);
+  if (c.shared_expert_ffn_dim > 0) {
+    const int64_t S = c.shared_expert_ffn_dim;
+    WeightMatrix parts[2];
+    LLMS_ASSIGN_OR_RETURN(parts[0], w.matrix(p + "ffn_gate_shexp.weight", S, dim));
+    LLMS_ASSIGN_OR_RETURN(parts[1], w.matrix(p + "ffn_up_shexp.weight", S, dim));
+    LLMS_ASSIGN_OR_RETURN(m.shared_gate_up, concat_rows(parts));
+    LLMS_ASSIGN_OR_RETURN(m.shared_down, w.matrix(p + "ffn_down_shexp.weight", dim, S));
+    prepare_weight(m.shared_gate_up, WeightUse::kSiluMul);
+    prepare_weight(m.shared_down);
+    const std::string gate = p + "ffn_gate_inp_shexp.weight";
+    const TensorView* g = w.file().find_tensor(gate);
+    if (g != nullptr && g->shape.size() == 2) {  // HF shared_expert_gate: Linear(dim, 1)
+      LLMS_ASSIGN_OR_RETURN(const TensorView* t, w.tensor(gate, {1, dim}));
+      m.shared_gate.resize(dim);
+      to_f32(t->data, t->dtype, dim, m.shared_gate.data());
+    } else {
+      LLMS_ASSIGN_OR_RETURN(m.shared_gate, w.vector(gate, dim));
+    }
+  }
   return m;
 }
 
@@ -68,7 +89,14 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     gemm(hidden_.data(), n, w.down[e], out_.data(), pool);
     for (int64_t i = 0; i < n; ++i) std::copy_n(&out_[i * dim], dim, &expert_out_[rows[i] * dim]);
   }
-  // Each token's weighted sum in rank order: independent of the batch.
+  const bool shared = c.shared_expert_ffn_dim > 0;
+  if (shared) {
+    shared_hidden_.resize(T * c.shared_expert_ffn_dim);
+    shared_out_.resize(T * dim);
+    gemm_silu_mul(x, T, w.shared_gate_up, shared_hidden_.data(), pool);
+    gemm(shared_hidden_.data(), T, w.shared_down, shared_out_.data(), pool);
+  }
+  // Each token's weighted sum in rank order (then the shared expert): independent of the batch.
   for (int64_t t = 0; t < T; ++t) {
     float* out = y + t * dim;
     std::fill_n(out, dim, 0.0f);
@@ -76,6 +104,14 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
       const float wk = weights_[t * K + k];
       const float* o = &expert_out_[(t * K + k) * dim];
       for (int64_t d = 0; d < dim; ++d) out[d] += wk * o[d];
+    }
+    if (shared) {
+      const float* xt = x + t * dim;
+      float z = 0;
+      for (int64_t d = 0; d < dim; ++d) z += w.shared_gate[d] * xt[d];
+      const float g = 1.0f / (1.0f + std::exp(-z));
+      const float* o = &shared_out_[t * dim];
+      for (int64_t d = 0; d < dim; ++d) out[d] += g * o[d];
     }
   }
 }

@@ -25,18 +25,25 @@ struct MoeWeights {
   WeightMatrix router;                 // [n_experts, dim] (GGUF ffn_gate_inp, HF mlp.gate)
   std::vector<WeightMatrix> gate_up;   // per expert [2 * expert_ffn_dim, dim]: gate over up
   std::vector<WeightMatrix> down;      // per expert [dim, expert_ffn_dim]
+  // Qwen2-MoE's shared expert (empty when ModelConfig::shared_expert_ffn_dim is 0).
+  WeightMatrix shared_gate_up;         // [2 * shared_expert_ffn_dim, dim]
+  WeightMatrix shared_down;            // [dim, shared_expert_ffn_dim]
+  std::vector<float> shared_gate;      // [dim]: the shared expert's weight is sigmoid(x . this)
 };
 
 /// Loads layer `layer`'s experts: blk.N.ffn_gate_inp.weight and the stacked
-/// blk.N.ffn_{gate,up,down}_exps.weight, or per-expert blk.N.ffn_{gate,up,down}.E.weight.
+/// blk.N.ffn_{gate,up,down}_exps.weight, or per-expert blk.N.ffn_{gate,up,down}.E.weight; with
+/// a shared expert, blk.N.ffn_{gate,up,down}_shexp.weight and its gate
+/// blk.N.ffn_gate_inp_shexp.weight ([dim] in GGUF, [1, dim] as HF's shared_expert_gate).
 /// Errors: WeightLoader's (missing tensor, shape) naming the file and tensor.
 Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer);
 
 /// The MoE MLP's forward pass with its scratch (reused across steps; one per model).
 class MoeMlp {
  public:
-  /// y[t] = sum over token t's top-k experts e of p_e * down_e(silu(gate_e x[t]) * up_e x[t]),
-  /// x and y [T, dim] row-major float32.
+  /// y[t] = sum over token t's top-k experts e of p_e * down_e(silu(gate_e x[t]) * up_e x[t])
+  /// (+ sigmoid(g . x[t]) * shared(x[t]) with a shared expert), x and y [T, dim] row-major
+  /// float32.
   void forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y, ThreadPool* pool);
 
  private:
@@ -46,6 +53,7 @@ class MoeMlp {
   std::vector<std::vector<int32_t>> rows_;  // per expert: indices t * k + rank choosing it
   std::vector<float> x_in_, hidden_, out_;  // one expert's gathered rows, its SwiGLU, its output
   std::vector<float> expert_out_;           // [T * k, dim]: each choice's expert output
+  std::vector<float> shared_hidden_, shared_out_;  // [T, shared width], [T, dim]
 };
 
 }  // namespace llmserve

@@ -7,7 +7,8 @@ namespace llmserve {
 Expected<std::unique_ptr<Model>> create_model(const ModelFile& file,
                                               const ModelLoadOptions& options) {
   const std::string& arch = file.config().architecture;
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe")
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
+      arch == "qwen2moe")
     return create_llama_model(file, options);
   if (arch == "deepseek2") return create_deepseek2_model(file, options);
   return Unimplemented("{}: unsupported architecture '{}'", file.path(), arch);

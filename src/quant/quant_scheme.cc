@@ -132,7 +132,7 @@ std::string quantization_flag_names() {
 bool tensor_is_quantizable(const QuantTensor& t) {
   return t.shape.size() >= 2 && ends_with(t.name, "weight") &&
          t.name.find("_norm.weight") == std::string::npos &&
-         t.name.find("ffn_gate_inp.weight") == std::string::npos;
+         t.name.find("ffn_gate_inp") == std::string::npos;  // routers, and Qwen2-MoE's shared-expert gate
 }
 
 Expected<std::vector<DType>> plan_tensor_types(const QuantScheme& scheme,

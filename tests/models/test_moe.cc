@@ -1,0 +1,218 @@
+// Mixtures of experts (models/moe.h) on three tiny random models in tests/models/data, written
+// with their reference logits by the independent float64 NumPy script
+// scripts/references/moe_reference.py and checked by llama.cpp (scripts/references/
+// llamacpp_reference.sh: CPU, flash attention off, F32 KV cache; it agrees with NumPy to
+// 1.2e-6 on all three):
+//   qwen3moe-tiny  Qwen3-MoE: 8 experts, top-2 renormalised, per-head q/k norms
+//   qwen2moe-tiny  Qwen2-MoE: top-2 not renormalised, a shared expert with a sigmoid gate,
+//                  q/k/v biases
+//   mixtral-tiny   Mixtral: GGUF architecture `llama` with experts (Q/K rows permuted for
+//                  llama.cpp's RoPE), HF block_sparse_moe.experts.E.w1/w2/w3
+// Logits against NumPy from the GGUF (stacked ffn_*_exps experts) and the Hugging Face directory
+// (per-expert tensors), flash and naive, whole and chunked prefill and single-token steps, two
+// block sizes, and against llama.cpp; a token's logits independent of how its prompt is chunked
+// (so of the other tokens sharing its experts in a step); quantized experts; one-line errors for
+// a missing expert tensor and a misshapen one.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf_rewrite.h"
+#include "runner/prompt_logits.h"
+#include "weights/npy.h"
+
+namespace llmserve {
+namespace {
+
+const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/";
+const std::string kDir = kData + "qwen3moe-tiny/";
+const char* const kModels[] = {"qwen3moe-tiny", "qwen2moe-tiny", "mixtral-tiny"};
+
+std::vector<int32_t> sequence(const std::string& which) {
+  std::ifstream in(std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/sequences.json");
+  return nlohmann::json::parse(in)[which].get<std::vector<int32_t>>();
+}
+
+std::vector<float> reference(const std::string& model, const std::string& seq, const std::string& who = "numpy") {
+  auto ref = read_npy(kData + model + "/" + who + "_logits_" + seq + ".npy");
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  return ref.ok() ? ref->data : std::vector<float>{};
+}
+
+Expected<std::vector<float>> logits_of(const std::string& path, const std::vector<int32_t>& ids, int32_t chunk,
+                                       int32_t block_size, const std::string& backend) {
+  LLMS_ASSIGN_OR_RETURN(auto file, ModelFile::open(path));
+  PromptLogitsOptions opt;
+  opt.chunk_size = chunk;
+  opt.block_size = block_size;
+  opt.attention_backend = backend;
+  opt.kv_cache_dtype = DType::kF32;
+  opt.num_threads = 2;
+  return compute_prompt_logits(*file, ids, opt);
+}
+
+struct Case {
+  std::string model;
+  std::string format;    // gguf / hf
+  std::string sequence;  // short / long
+  int32_t chunk;
+  int32_t block_size;
+  std::string backend;
+};
+
+class MoeLogits : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoeLogits, MatchNumpyReference) {
+  const Case& c = GetParam();
+  const auto ids = sequence(c.sequence);
+  auto got = logits_of(kData + c.model + (c.format == "gguf" ? "/model.gguf" : "/hf"), ids, c.chunk, c.block_size,
+                       c.backend);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const testing::Compare r = testing::compare(*got, reference(c.model, c.sequence), 512);
+  std::printf("%s %s %s chunk %d block %d %s: max |diff| %.3e\n", c.model.c_str(), c.format.c_str(),
+              c.sequence.c_str(), c.chunk, c.block_size, c.backend.c_str(), r.max_diff);
+  EXPECT_EQ(r.argmax_mismatches, 0);
+  EXPECT_LE(r.max_diff, 1e-3);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* m : kModels)
+    for (const char* f : {"gguf", "hf"})
+      for (const char* b : {"flash", "naive"}) {
+        for (const char* s : {"short", "long"})
+          for (int32_t chunk : {2048, 7}) out.push_back({m, f, s, chunk, 16, b});
+        out.push_back({m, f, "short", 1, 16, b});  // every token a decode step
+        out.push_back({m, f, "long", 37, 1, b});   // block size 1
+      }
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string m = info.param.model.substr(0, info.param.model.find('-'));
+  return m + "_" + info.param.format + "_" + info.param.sequence + "_c" + std::to_string(info.param.chunk) + "_b" +
+         std::to_string(info.param.block_size) + "_" + info.param.backend;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, MoeLogits, ::testing::ValuesIn(cases()), case_name);
+
+// llama.cpp's logits on the same GGUF files (its own loader, graph and kernels).
+TEST(Moe, MatchLlamaCppOnTheSameFiles) {
+  for (const char* m : kModels)
+    for (const char* s : {"short", "long"}) {
+      auto got = logits_of(kData + m + "/model.gguf", sequence(s), 2048, 16, "flash");
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      const testing::Compare r = testing::compare(*got, reference(m, s, "llamacpp"), 512);
+      std::printf("%s %s vs llama.cpp: max |diff| %.3e\n", m, s, r.max_diff);
+      EXPECT_EQ(r.argmax_mismatches, 0) << m << " " << s;
+      EXPECT_LE(r.max_diff, 1e-3) << m << " " << s;
+    }
+}
+
+// Chunk 1 runs each expert's GEMM over one token; chunk 2048 over every token that chose it.
+// The logits must be the same bits (one GEMM recipe whatever M, a token's weighted sum in its
+// own rank order): docs/batch_invariance.md.
+TEST(Moe, LogitsDoNotDependOnWhichTokensShareAnExpert) {
+  const auto ids = sequence("long");
+  for (const char* m : kModels) {
+    const std::string path = kData + m + "/model.gguf";
+    auto whole = logits_of(path, ids, 2048, 16, "flash");
+    auto steps = logits_of(path, ids, 1, 16, "flash");
+    auto chunks = logits_of(path, ids, 13, 16, "flash");
+    ASSERT_TRUE(whole.ok() && steps.ok() && chunks.ok());
+    EXPECT_EQ(testing::compare(*whole, *steps, 512).max_diff, 0.0) << m;
+    EXPECT_EQ(testing::compare(*whole, *chunks, 512).max_diff, 0.0) << m;
+  }
+}
+
+// Experts in quantized types (llmserve quantize: Q8_0, and Q4_K_M, whose 64-wide rows fall back
+// to Q5_0 / Q8_0 as llama-quantize's do) through the quantized GEMMs, against the same model with
+// each tensor dequantized to F32 (llmserve dequantize, itself checked bit for bit against gguf-py
+// in tests/quant) through the float path. The router stays F32 (llama-quantize never quantizes
+// ffn_gate_inp), so both pick the same experts; against the F32 original they would not have
+// to (this model's router margins are 1.2e-3, below Q8_0's rounding).
+TEST(Moe, QuantizedExpertsMatchTheirDequantizedWeights) {
+  const auto ids = sequence("long");
+  const std::string dir = ::testing::TempDir() + "/moe_quant";
+  for (const char* m : kModels) {
+    const std::string model = kData + m + "/model.gguf";
+    auto src = GgufFile::open(model);
+    ASSERT_TRUE(src.ok()) << src.status().message();
+    for (const char* type : {"Q8_0", "Q4_K_M"}) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+      const std::string q = dir + "/q.gguf", deq = dir + "/deq";
+      if (std::string(m) == "qwen2moe-tiny" && std::string(type) == "Q8_0") {
+        // Its shared expert's down projection has rows of 48: no Q8_0 blocks, and Q8_0 has no
+        // fallback (llama-quantize refuses the file the same way; Q4_K_M falls back to F16).
+        auto r = std::system((std::string(LLMSERVE_BIN) + " quantize " + model + " " + q + " --type " + type +
+                              " 2> " + dir + "/err.txt").c_str());
+        EXPECT_NE(r, 0);
+        std::ifstream in(dir + "/err.txt");
+        std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        EXPECT_NE(err.find("ffn_down_shexp.weight"), std::string::npos) << err;
+        continue;
+      }
+      ASSERT_EQ(std::system((std::string(LLMSERVE_BIN) + " quantize " + model + " " + q + " --type " + type +
+                             " > /dev/null 2>&1").c_str()), 0);
+      ASSERT_EQ(std::system((std::string(LLMSERVE_BIN) + " dequantize " + q + " --out-dir " + deq + " > /dev/null 2>&1").c_str()), 0);
+      std::vector<testing::OutTensor> tensors;
+      for (const TensorView& t : src->tensors()) {
+        auto a = read_npy(deq + "/" + t.name + ".npy");
+        ASSERT_TRUE(a.ok()) << a.status().message();
+        tensors.push_back({t.name, t.shape, a->data});
+      }
+      testing::write_gguf(*src, tensors, dir + "/deq.gguf");
+      auto quantized = logits_of(q, ids, 7, 16, "flash");
+      auto dequantized = logits_of(dir + "/deq.gguf", ids, 7, 16, "flash");
+      ASSERT_TRUE(quantized.ok() && dequantized.ok());
+      const testing::Compare r = testing::compare(*quantized, *dequantized, 512);
+      std::printf("%s %s experts vs their dequantized F32 weights: max |diff| %.3e\n", m, type, r.max_diff);
+      EXPECT_LE(r.max_diff, 2e-3) << m << " " << type;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A missing expert projection and a misshapen one: one line naming the file and the tensor.
+TEST(Moe, BadExpertTensorsAreOneLineErrors) {
+  auto g = GgufFile::open(kDir + "model.gguf");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::string dir = ::testing::TempDir();
+  {
+    std::vector<testing::OutTensor> t = testing::tensors_of(*g);
+    std::erase_if(t, [](const testing::OutTensor& x) { return x.name == "blk.1.ffn_up_exps.weight"; });
+    const std::string path = dir + "/qwen3moe_missing.gguf";
+    testing::write_gguf(*g, t, path);
+    auto file = ModelFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    auto got = compute_prompt_logits(**file, {1, 2}, {});
+    ASSERT_FALSE(got.ok());
+    EXPECT_NE(got.status().message().find("blk.1.ffn_up_exps.weight"), std::string::npos) << got.status().message();
+    EXPECT_EQ(got.status().message().find('\n'), std::string::npos);
+  }
+  {
+    std::vector<testing::OutTensor> t = testing::tensors_of(*g);
+    for (auto& x : t)
+      if (x.name == "blk.0.ffn_down_exps.weight") {  // 7 experts instead of 8
+        x.shape[0] = 7;
+        x.data.resize(x.data.size() / 8 * 7);
+      }
+    const std::string path = dir + "/qwen3moe_shape.gguf";
+    testing::write_gguf(*g, t, path);
+    auto file = ModelFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    auto got = compute_prompt_logits(**file, {1, 2}, {});
+    ASSERT_FALSE(got.ok());
+    EXPECT_NE(got.status().message().find("blk.0.ffn_down_exps.weight"), std::string::npos) << got.status().message();
+    EXPECT_NE(got.status().message().find("[7, 64, 32]"), std::string::npos) << got.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace llmserve
