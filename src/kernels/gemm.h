@@ -40,6 +40,15 @@ struct WeightMatrix {
   int32_t packed_format = 0;  // 0 = none; meaning private to the GEMM implementation
 };
 
+/// One GEMM of a group (gemm_grouped / gemm_silu_mul_grouped): x [m, w->cols] row-major, y
+/// [m, w->rows] (gemm) or [m, w->rows / 2] (SwiGLU).
+struct GemmProblem {
+  const float* x = nullptr;
+  int64_t m = 0;
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;
+};
+
 /// Stacks matrices with equal `cols` along rows: result rows = sum of parts' rows, in order
 /// (e.g. Wq;Wk;Wv -> one QKV projection, Wgate;Wup -> one gate/up GEMM). The result owns a
 /// copy in the parts' common dtype (quantized rows are independent blocks: a byte
@@ -94,6 +103,14 @@ void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool
 /// computed tile by tile: the [M, 2F] intermediate never exists.
 void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
                    ThreadPool* pool);
+
+/// gemm() (store, no epilogue) / gemm_silu_mul() of several independent problems, e.g. the
+/// experts of one MoE layer each over its own tokens. When every weight is a prepared quantized
+/// matrix of one type the problems run as one pool job (one dispatch instead of one per
+/// problem, and no per-problem tail where a thread waits); otherwise one call after another.
+/// Either way each y holds exactly the bits its single call gives (batch invariance).
+void gemm_grouped(std::span<const GemmProblem> problems, ThreadPool* pool);
+void gemm_silu_mul_grouped(std::span<const GemmProblem> problems, ThreadPool* pool);
 
 /// Name of the kernel family gemm() uses on this CPU ("avx512bf16", "avx512", "avx2"), for
 /// logs and benchmark labels.

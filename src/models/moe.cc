@@ -76,18 +76,48 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
       rows_[order[k]].push_back(static_cast<int32_t>(t * K + k));
     }
   }
-  // One gate/up GEMM (SiLU·mul in its epilogue) and one down GEMM per expert that has tokens.
-  for (int64_t e = 0; e < E; ++e) {
-    const std::vector<int32_t>& rows = rows_[e];
-    const int64_t n = static_cast<int64_t>(rows.size());
-    if (n == 0) continue;
-    x_in_.resize(n * dim);
-    hidden_.resize(n * F);
-    out_.resize(n * dim);
-    for (int64_t i = 0; i < n; ++i) std::copy_n(x + (rows[i] / K) * dim, dim, &x_in_[i * dim]);
-    gemm_silu_mul(x_in_.data(), n, w.gate_up[e], hidden_.data(), pool);
-    gemm(hidden_.data(), n, w.down[e], out_.data(), pool);
-    for (int64_t i = 0; i < n; ++i) std::copy_n(&out_[i * dim], dim, &expert_out_[rows[i] * dim]);
+  // One gate/up GEMM (SiLU·mul in its epilogue) and one down GEMM per expert that has tokens,
+  // each expert's rows gathered contiguously. For few rows (decode) all experts' GEMMs of a kind
+  // run as one group (one pool dispatch instead of one per expert: 8.9 vs 10.2 ms a token on
+  // qwen3moe-1b Q4_K_M); for many (prefill) expert by expert, so that each expert's gathered
+  // rows stay in cache between the gather, the GEMMs and the scatter (grouping all of them
+  // streamed 16 MiB buffers per layer and made a 512-token prefill 20 % slower).
+  const int64_t R = T * K;
+  if (R <= kMaxGroupedRows) {
+    x_in_.resize(R * dim);
+    hidden_.resize(R * F);
+    out_.resize(R * dim);
+    std::vector<GemmProblem> up_problems, down_problems;
+    std::vector<int32_t> order_rows;  // gathered row i holds choice order_rows[i]
+    order_rows.reserve(R);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::vector<int32_t>& rows = rows_[e];
+      if (rows.empty()) continue;
+      const int64_t r0 = static_cast<int64_t>(order_rows.size()), n = static_cast<int64_t>(rows.size());
+      for (int32_t r : rows) {
+        std::copy_n(x + (r / K) * dim, dim, &x_in_[order_rows.size() * dim]);
+        order_rows.push_back(r);
+      }
+      up_problems.push_back({&x_in_[r0 * dim], n, &w.gate_up[e], &hidden_[r0 * F]});
+      down_problems.push_back({&hidden_[r0 * F], n, &w.down[e], &out_[r0 * dim]});
+    }
+    gemm_silu_mul_grouped(up_problems, pool);
+    gemm_grouped(down_problems, pool);
+    for (size_t i = 0; i < order_rows.size(); ++i)
+      std::copy_n(&out_[i * dim], dim, &expert_out_[static_cast<int64_t>(order_rows[i]) * dim]);
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      const std::vector<int32_t>& rows = rows_[e];
+      const int64_t n = static_cast<int64_t>(rows.size());
+      if (n == 0) continue;
+      x_in_.resize(n * dim);
+      hidden_.resize(n * F);
+      out_.resize(n * dim);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(x + (rows[i] / K) * dim, dim, &x_in_[i * dim]);
+      gemm_silu_mul(x_in_.data(), n, w.gate_up[e], hidden_.data(), pool);
+      gemm(hidden_.data(), n, w.down[e], out_.data(), pool);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(&out_[i * dim], dim, &expert_out_[rows[i] * dim]);
+    }
   }
   const bool shared = c.shared_expert_ffn_dim > 0;
   if (shared) {

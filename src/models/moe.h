@@ -47,11 +47,13 @@ class MoeMlp {
   void forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y, ThreadPool* pool);
 
  private:
+  /// Chosen rows (tokens x k) up to which a step runs its experts' GEMMs as one group.
+  static constexpr int64_t kMaxGroupedRows = 256;
   std::vector<float> router_logits_;        // [T, n_experts]
   std::vector<int32_t> chosen_;             // [T, k] expert ids, in rank order
   std::vector<float> weights_;              // [T, k]
   std::vector<std::vector<int32_t>> rows_;  // per expert: indices t * k + rank choosing it
-  std::vector<float> x_in_, hidden_, out_;  // one expert's gathered rows, its SwiGLU, its output
+  std::vector<float> x_in_, hidden_, out_;  // [T * k, .]: the chosen rows gathered by expert, their SwiGLU, their output
   std::vector<float> expert_out_;           // [T * k, dim]: each choice's expert output
   std::vector<float> shared_hidden_, shared_out_;  // [T, shared width], [T, dim]
 };

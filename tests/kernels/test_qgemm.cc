@@ -159,6 +159,65 @@ TEST_P(QGemm, AccumulateEpilogueAndSwiGluOnEveryFamily) {
   }
 }
 
+// gemm_grouped / gemm_silu_mul_grouped (an MoE layer's experts as one pool job): each problem's
+// output bit for bit what its single call gives, with problems of 0, 1 and many rows, on every
+// kernel family, with and without a pool; and the float fallback (a BF16 weight in the group).
+TEST_P(QGemm, GroupedCallsGiveTheSingleCallsBits) {
+  const DType type = GetParam();
+  const int64_t k = dtype_block_elems(type) == 256 ? 512 : 288;
+  ThreadPool pool(2);
+  const int64_t rows[] = {1, 0, 7, 130, 2};
+  std::vector<QuantWeight> ws, gus;
+  std::vector<WeightMatrix> w, gu;
+  for (int i = 0; i < 5; ++i) {
+    ws.push_back(make_weight(type, 40 + 16 * i, k, 31 + i));
+    gus.push_back(make_weight(type, 2 * (24 + 16 * i), k, 41 + i));
+  }
+  for (int i = 0; i < 5; ++i) {
+    w.push_back(ws[i].w);
+    gu.push_back(gus[i].w);
+    prepare_weight(w.back());
+    prepare_weight(gu.back(), WeightUse::kSiluMul);
+  }
+  std::vector<std::vector<float>> x;
+  for (int i = 0; i < 5; ++i) x.push_back(random_vec(static_cast<size_t>(std::max<int64_t>(1, rows[i]) * k), 51 + i));
+  for (const QKernels* kr : families()) {
+    KernelOverride use(kr);
+    for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+      const std::string what = std::string(dtype_name(type)) + " " + kr->name + (p ? " pool" : " no pool");
+      std::vector<std::vector<float>> y(5), h(5), y1(5), h1(5);
+      std::vector<GemmProblem> gp, sp;
+      for (int i = 0; i < 5; ++i) {
+        y[i].assign(static_cast<size_t>(rows[i] * w[i].rows), NAN);
+        h[i].assign(static_cast<size_t>(rows[i] * gu[i].rows / 2), NAN);
+        y1[i] = y[i];
+        h1[i] = h[i];
+        gp.push_back({x[i].data(), rows[i], &w[i], y[i].data()});
+        sp.push_back({x[i].data(), rows[i], &gu[i], h[i].data()});
+        gemm(x[i].data(), rows[i], w[i], y1[i].data(), p);
+        gemm_silu_mul(x[i].data(), rows[i], gu[i], h1[i].data(), p);
+      }
+      gemm_grouped(gp, p);
+      gemm_silu_mul_grouped(sp, p);
+      for (int i = 0; i < 5; ++i) {
+        expect_same_bits(y[i], y1[i], what + " gemm problem " + std::to_string(i));
+        expect_same_bits(h[i], h1[i], what + " SwiGLU problem " + std::to_string(i));
+      }
+    }
+  }
+  // A float weight among them: every problem one after the other, the same bits.
+  std::vector<float> wf(static_cast<size_t>(40 * k));
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>((i * 7919) % 997) / 997.0f - 0.5f;
+  WeightMatrix f32{wf.data(), DType::kF32, 40, k};
+  std::vector<float> a(static_cast<size_t>(rows[0] * w[0].rows)), b(static_cast<size_t>(rows[0] * 40)), a1 = a, b1 = b;
+  std::vector<GemmProblem> mixed = {{x[0].data(), rows[0], &w[0], a.data()}, {x[0].data(), rows[0], &f32, b.data()}};
+  gemm_grouped(mixed, &pool);
+  gemm(x[0].data(), rows[0], w[0], a1.data(), &pool);
+  gemm(x[0].data(), rows[0], f32, b1.data(), &pool);
+  expect_same_bits(a, a1, "mixed quantized");
+  expect_same_bits(b, b1, "mixed float");
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QGemm, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_ggml_name(info.param)); });
 

@@ -574,6 +574,16 @@ void gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool
   dispatch(job, pool);
 }
 
+void gemm_grouped(std::span<const GemmProblem> problems, ThreadPool* pool) {
+  if (quant_grouped_ready(problems, false)) return gemm_quant_grouped(problems, pool);
+  for (const GemmProblem& g : problems) gemm(g.x, g.m, *g.w, g.y, pool);
+}
+
+void gemm_silu_mul_grouped(std::span<const GemmProblem> problems, ThreadPool* pool) {
+  if (quant_grouped_ready(problems, true)) return gemm_silu_mul_quant_grouped(problems, pool);
+  for (const GemmProblem& g : problems) gemm_silu_mul(g.x, g.m, *g.w, g.y, pool);
+}
+
 void gemm_silu_mul(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
                    ThreadPool* pool) {
   if (is_quantized_weight(gate_up)) {

@@ -89,18 +89,24 @@ void for_items(ThreadPool* pool, int64_t items, const Fn& fn) {
 }
 
 /// The activations of one call, quantized for `qmax` (per calling thread).
-/// `slot` (0 or 1) picks one of two buffer sets, so two calls' results can be alive at once.
+/// `slot` picks one of the calling thread's buffer sets, so several calls' results can be
+/// alive at once (gate and up of a SwiGLU: 0 and 1; a grouped call: two per problem).
 QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_t k, DType type,
                            ThreadPool* pool, int slot = 0) {
   const int qmax = quant_traits(type).act_qmax;
-  thread_local Buffer<int16_t> qbufs[2], splitbufs[2];
-  thread_local Buffer<int8_t> bytebufs[2];
-  thread_local Buffer<float> sbufs[2];
-  thread_local Buffer<int32_t> bbufs[2];
-  Buffer<int16_t>& qbuf = qbufs[slot];
-  Buffer<int16_t>& splitbuf = splitbufs[slot];
-  Buffer<float>& sbuf = sbufs[slot];
-  Buffer<int32_t>& bbuf = bbufs[slot];
+  struct Buffers {
+    Buffer<int16_t> q, split;
+    Buffer<int8_t> bytes;
+    Buffer<float> s;
+    Buffer<int32_t> b;
+  };
+  thread_local std::vector<std::unique_ptr<Buffers>> sets;  // stable addresses as it grows
+  while (static_cast<int>(sets.size()) <= slot) sets.push_back(std::make_unique<Buffers>());
+  Buffers& set = *sets[slot];
+  Buffer<int16_t>& qbuf = set.q;
+  Buffer<int16_t>& splitbuf = set.split;
+  Buffer<float>& sbuf = set.s;
+  Buffer<int32_t>& bbuf = set.b;
   QActs a;
   a.m = m;
   a.k = k;
@@ -125,7 +131,7 @@ QActs quantize_activations(const QKernels& kr, const float* x, int64_t m, int64_
   }
   // The fused few-row path of kernels that read the codes as bytes.
   if (m <= kr.max_mr && kr.split != nullptr && kr.split_type(type)) {
-    a.split = bytebufs[slot].get(2 * m * k);
+    a.split = set.bytes.get(2 * m * k);
     kr.split(a, 0, m);
   }
   return a;
@@ -187,42 +193,83 @@ void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t 
 
 int64_t lcm64(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
 
+/// Tiles per work item of run_part: the epilogue's alignment, and at least 2 (the chunk kernel
+/// pairs tiles).
+int64_t part_group(const GemmEpilogue* epilogue) {
+  const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
+  return std::max<int64_t>(2, lcm64(kTileCols, align) / kTileCols);
+}
+
+/// Work items of run_part over m rows.
+int64_t part_items(const QPacked& p, int64_t m, const GemmEpilogue* epilogue) {
+  const int64_t group = part_group(epilogue);
+  return (p.tiles + group - 1) / group * ((m + kRowBlock - 1) / kRowBlock);
+}
+
+/// Work item `item` of run_part: one row block x `group` tiles.
+void run_part_item(const QKernels& kr, const QPacked& p, const QActs& a, int64_t m, float* y,
+                   int64_t ldy, int64_t col0, GemmOutput mode, const GemmEpilogue* epilogue,
+                   int64_t item) {
+  thread_local ItemScratch scratch;
+  ItemScratch& s = scratch;
+  const int64_t group = part_group(epilogue);
+  const int64_t groups = (p.tiles + group - 1) / group;
+  const int64_t mb = item / groups, g = item % groups;
+  const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+  const int64_t t0 = g * group, t1 = std::min(p.tiles, t0 + group);
+  float* facc[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
+  for (int64_t t = t0; t < t1; t += 2) {
+    const int nt = t + 1 < t1 ? 2 : 1;
+    tile_product(kr, p, a, t, nt, m0, m1, s, facc);
+    for (int i = 0; i < nt; ++i) {
+      const int64_t c0 = (t + i) * kTileCols, cols = std::min<int64_t>(kTileCols, p.n - c0);
+      for (int64_t r = m0; r < m1; ++r) {
+        float* dst = y + r * ldy + col0 + c0;
+        const float* src = facc[i] + (r - m0) * kTileCols;
+        if (mode == GemmOutput::kAccumulate) {
+          for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
+        } else {
+          std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+        }
+      }
+    }
+  }
+  if (epilogue != nullptr)
+    epilogue->apply(m0, m1, col0 + t0 * kTileCols, col0 + std::min(p.n, t1 * kTileCols), y, ldy);
+}
+
 /// One part (single type) of gemm_quant: columns [col0, col0 + p.n) of y (row stride ldy).
 void run_part(const QKernels& kr, const QPacked& p, const float* x, int64_t m, float* y,
               int64_t ldy, int64_t col0, ThreadPool* pool, GemmOutput mode,
               const GemmEpilogue* epilogue) {
   const QActs a = quantize_activations(kr, x, m, p.k, p.type, pool);
-  const int64_t align = epilogue != nullptr ? std::max<int64_t>(1, epilogue->column_alignment()) : 1;
-  // Tiles per item: the epilogue's alignment, and at least 2 (the chunk kernel pairs tiles).
-  const int64_t group = std::max<int64_t>(2, lcm64(kTileCols, align) / kTileCols);
-  const int64_t groups = (p.tiles + group - 1) / group;
-  const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
+  for_items(pool, part_items(p, m, epilogue),
+            [&](int64_t item) { run_part_item(kr, p, a, m, y, ldy, col0, mode, epilogue, item); });
+}
+
+/// Work item `item` of gemm_silu_mul_quant: one row block x a pair of tiles of gate and up.
+void silu_item(const QKernels& kr, const QPacked& gate, const QPacked& up, const QActs& ag,
+               const QActs& au, int64_t m, float* out, int64_t item) {
   thread_local ItemScratch scratch;
-  for_items(pool, groups * mblocks, [&](int64_t item) {
-    ItemScratch& s = scratch;
-    const int64_t mb = item / groups, g = item % groups;
-    const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
-    const int64_t t0 = g * group, t1 = std::min(p.tiles, t0 + group);
-    float* facc[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
-    for (int64_t t = t0; t < t1; t += 2) {
-      const int nt = t + 1 < t1 ? 2 : 1;
-      tile_product(kr, p, a, t, nt, m0, m1, s, facc);
-      for (int i = 0; i < nt; ++i) {
-        const int64_t c0 = (t + i) * kTileCols, cols = std::min<int64_t>(kTileCols, p.n - c0);
-        for (int64_t r = m0; r < m1; ++r) {
-          float* dst = y + r * ldy + col0 + c0;
-          const float* src = facc[i] + (r - m0) * kTileCols;
-          if (mode == GemmOutput::kAccumulate) {
-            for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
-          } else {
-            std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
-          }
-        }
-      }
-    }
-    if (epilogue != nullptr)
-      epilogue->apply(m0, m1, col0 + t0 * kTileCols, col0 + std::min(p.n, t1 * kTileCols), y, ldy);
-  });
+  ItemScratch& s = scratch;
+  const int64_t f = gate.n;
+  const int64_t pairs = (gate.tiles + 1) / 2;
+  const int64_t mb = item / pairs, t = 2 * (item % pairs);
+  const int nt = t + 1 < gate.tiles ? 2 : 1;
+  const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+  float* fg[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
+  float* fu[2] = {s.facc_up[0].get(kRowBlock * kTileCols), s.facc_up[1].get(kRowBlock * kTileCols)};
+  tile_product(kr, gate, ag, t, nt, m0, m1, s, fg);
+  tile_product(kr, up, au, t, nt, m0, m1, s, fu);
+  for (int i = 0; i < nt; ++i) {
+    const int64_t c0 = (t + i) * kTileCols, cols = std::min<int64_t>(kTileCols, f - c0);
+    for (int64_t r = m0; r < m1; ++r)
+      silu_mul(fg[i] + (r - m0) * kTileCols, fu[i] + (r - m0) * kTileCols, out + r * f + c0, cols);
+  }
+}
+
+int64_t silu_items(const QPacked& gate, int64_t m) {
+  return (gate.tiles + 1) / 2 * ((m + kRowBlock - 1) / kRowBlock);
 }
 
 const QPackedSet* packed_set(const WeightMatrix& w) {
@@ -301,30 +348,75 @@ void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up,
   const QKernels& kr = kernels();
   const QPacked& gate = *set->parts[0].packed;
   const QPacked& up = *set->parts[1].packed;
-  const int64_t f = gate.n;
   const QActs ag = quantize_activations(kr, x, m, gate.k, gate.type, pool);
   // The up part may need other activation codes (another type): a second buffer set.
   const QActs au = up.type == gate.type ? ag
                                         : quantize_activations(kr, x, m, up.k, up.type, pool, 1);
-  const int64_t mblocks = (m + kRowBlock - 1) / kRowBlock;
-  thread_local ItemScratch scratch;
-  const int64_t pairs = (gate.tiles + 1) / 2;
-  for_items(pool, pairs * mblocks, [&](int64_t item) {
-    ItemScratch& s = scratch;
-    const int64_t mb = item / pairs, t = 2 * (item % pairs);
-    const int nt = t + 1 < gate.tiles ? 2 : 1;
-    const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
-    float* fg[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
-    float* fu[2] = {s.facc_up[0].get(kRowBlock * kTileCols),
-                    s.facc_up[1].get(kRowBlock * kTileCols)};
-    tile_product(kr, gate, ag, t, nt, m0, m1, s, fg);
-    tile_product(kr, up, au, t, nt, m0, m1, s, fu);
-    for (int i = 0; i < nt; ++i) {
-      const int64_t c0 = (t + i) * kTileCols, cols = std::min<int64_t>(kTileCols, f - c0);
-      for (int64_t r = m0; r < m1; ++r)
-        silu_mul(fg[i] + (r - m0) * kTileCols, fu[i] + (r - m0) * kTileCols, out + r * f + c0,
-                 cols);
-    }
+  for_items(pool, silu_items(gate, m), [&](int64_t item) { silu_item(kr, gate, up, ag, au, m, out, item); });
+}
+
+namespace {
+
+/// Runs fn(problem, item) for every work item of every problem as one pool job (dynamic, in
+/// problem order): items[i] = problem i's count.
+template <typename Fn>
+void for_grouped_items(ThreadPool* pool, const std::vector<int64_t>& items, const Fn& fn) {
+  std::vector<int64_t> start(items.size() + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i) start[i + 1] = start[i] + items[i];
+  for_items(pool, start.back(), [&](int64_t it) {
+    const size_t p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), it) - start.begin()) - 1;
+    fn(p, it - start[p]);
+  });
+}
+
+}  // namespace
+
+bool quant_grouped_ready(std::span<const GemmProblem> problems, bool silu) {
+  for (const GemmProblem& g : problems) {
+    const QPackedSet* set = packed_set(*g.w);
+    if (set == nullptr || set->silu != silu || set->parts.size() != (silu ? 2u : 1u)) return false;
+  }
+  return true;
+}
+
+void gemm_quant_grouped(std::span<const GemmProblem> problems, ThreadPool* pool) {
+  LLMS_CHECK(quant_grouped_ready(problems, false), "gemm_quant_grouped: a weight is not one prepared part");
+  const QKernels& kr = kernels();
+  std::vector<QActs> acts;
+  std::vector<int64_t> items;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const QPacked& p = *packed_set(*problems[i].w)->parts[0].packed;
+    acts.push_back(problems[i].m > 0 ? quantize_activations(kr, problems[i].x, problems[i].m, p.k, p.type, pool,
+                                                            static_cast<int>(i))
+                                     : QActs{});
+    items.push_back(problems[i].m > 0 ? part_items(p, problems[i].m, nullptr) : 0);
+  }
+  for_grouped_items(pool, items, [&](size_t i, int64_t item) {
+    const GemmProblem& g = problems[i];
+    const QPacked& p = *packed_set(*g.w)->parts[0].packed;
+    run_part_item(kr, p, acts[i], g.m, g.y, g.w->rows, 0, GemmOutput::kStore, nullptr, item);
+  });
+}
+
+void gemm_silu_mul_quant_grouped(std::span<const GemmProblem> problems, ThreadPool* pool) {
+  LLMS_CHECK(quant_grouped_ready(problems, true), "gemm_silu_mul_quant_grouped: a weight is not prepared for SwiGLU");
+  const QKernels& kr = kernels();
+  std::vector<QActs> ag, au;
+  std::vector<int64_t> items;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const QPackedSet& set = *packed_set(*problems[i].w);
+    const QPacked& gate = *set.parts[0].packed;
+    const QPacked& up = *set.parts[1].packed;
+    const int slot = 2 * static_cast<int>(i);
+    const int64_t m = problems[i].m;
+    ag.push_back(m > 0 ? quantize_activations(kr, problems[i].x, m, gate.k, gate.type, pool, slot) : QActs{});
+    au.push_back(m <= 0 || up.type == gate.type ? ag.back()
+                                                : quantize_activations(kr, problems[i].x, m, up.k, up.type, pool, slot + 1));
+    items.push_back(problems[i].m > 0 ? silu_items(gate, problems[i].m) : 0);
+  }
+  for_grouped_items(pool, items, [&](size_t i, int64_t item) {
+    const QPackedSet& set = *packed_set(*problems[i].w);
+    silu_item(kr, *set.parts[0].packed, *set.parts[1].packed, ag[i], au[i], problems[i].m, problems[i].y, item);
   });
 }
 

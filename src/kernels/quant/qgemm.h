@@ -27,6 +27,8 @@
 // bytes (kernels/quant/qgemm_avx2_bytes.h): the same integer sums, half the instructions.
 #pragma once
 
+#include <span>
+
 #include <cstdint>
 #include <memory>
 
@@ -51,6 +53,14 @@ void gemm_quant(const float* x, int64_t m, const WeightMatrix& w, float* y, Thre
                 GemmOutput mode, const GemmEpilogue* epilogue);
 
 /// gemm_silu_mul()'s contract for a prepared quantized [gate; up] W.
+/// Whether every problem's W is one prepared part (silu: prepared for SwiGLU), so the grouped
+/// calls below can run them.
+bool quant_grouped_ready(std::span<const GemmProblem> problems, bool silu);
+/// gemm_quant (store, no epilogue) / gemm_silu_mul_quant of every problem as one pool job: the
+/// same work items, so each y holds the bits the single calls give.
+void gemm_quant_grouped(std::span<const GemmProblem> problems, ThreadPool* pool);
+void gemm_silu_mul_quant_grouped(std::span<const GemmProblem> problems, ThreadPool* pool);
+
 void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
                          ThreadPool* pool);
 
