@@ -62,9 +62,17 @@ Status add_hf_model_metadata(GgufWriter& w, const ModelFile& file) {
     return Unimplemented("{}: exporting a {} Hugging Face checkpoint to GGUF is not supported "
                          "(llama, qwen2, qwen3); convert it with llama.cpp's "
                          "convert_hf_to_gguf.py first", file.path(), c.architecture);
+  if (c.is_moe())  // its experts would need stacking and the expert keys
+    return Unimplemented("{}: exporting a mixture-of-experts Hugging Face checkpoint to GGUF is "
+                         "not supported; convert it with llama.cpp's convert_hf_to_gguf.py first",
+                         file.path());
   if (c.rope_scaling.type == RopeScalingType::kLlama3)
     return Unimplemented("{}: llama3 rope scaling (llama.cpp's rope_freqs.weight) is not "
                          "exported; convert with convert_hf_to_gguf.py first", file.path());
+  if (c.rope_scaling.type == RopeScalingType::kYarn &&
+      (c.rope_scaling.attention_factor > 0.0f || !c.rope_scaling.truncate))
+    return Unimplemented("{}: yarn rope scaling with attention_factor / mscale or truncate = "
+                         "false has no GGUF key; convert with convert_hf_to_gguf.py first", file.path());
   const std::string a = c.architecture + ".";
   w.add_string("general.architecture", c.architecture);
   w.add_string("general.name", c.name);
@@ -84,6 +92,14 @@ Status add_hf_model_metadata(GgufWriter& w, const ModelFile& file) {
   if (c.rope_scaling.type == RopeScalingType::kLinear) {
     w.add_string(a + "rope.scaling.type", "linear");
     w.add_float32(a + "rope.scaling.factor", c.rope_scaling.factor);
+  }
+  if (c.rope_scaling.type == RopeScalingType::kYarn) {  // llama.cpp's keys
+    w.add_string(a + "rope.scaling.type", "yarn");
+    w.add_float32(a + "rope.scaling.factor", c.rope_scaling.factor);
+    w.add_uint32(a + "rope.scaling.original_context_length",
+                 static_cast<uint32_t>(c.rope_scaling.original_max_position_embeddings));
+    if (c.rope_scaling.beta_fast != 32.0f) w.add_float32(a + "rope.scaling.yarn_beta_fast", c.rope_scaling.beta_fast);
+    if (c.rope_scaling.beta_slow != 1.0f) w.add_float32(a + "rope.scaling.yarn_beta_slow", c.rope_scaling.beta_slow);
   }
   w.add_uint32(a + "vocab_size", static_cast<uint32_t>(c.vocab_size));
   return Status::Ok();

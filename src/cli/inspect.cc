@@ -46,6 +46,7 @@ std::string rope_scaling_name(RopeScalingType t) {
     case RopeScalingType::kNone: return "none";
     case RopeScalingType::kLinear: return "linear";
     case RopeScalingType::kLlama3: return "llama3";
+    case RopeScalingType::kYarn: return "yarn";
   }
   return "unknown";
 }
@@ -131,9 +132,11 @@ struct WeightCost {
 };
 
 /// A routed expert's weights: llama.cpp's stacked blk.N.ffn_*_exps, the older per-expert
-/// blk.N.ffn_*.E.weight, or HF mlp.experts.E.*.
+/// blk.N.ffn_*.E.weight, or HF mlp.experts.E.* (Mixtral: block_sparse_moe.experts.E.*).
 bool is_expert_tensor(const std::string& name) {
-  if (name.find("_exps.") != std::string::npos || name.find("mlp.experts.") != std::string::npos) return true;
+  if (name.find("_exps.") != std::string::npos || name.find("mlp.experts.") != std::string::npos ||
+      name.find("block_sparse_moe.experts.") != std::string::npos)
+    return true;
   int layer = 0, expert = 0, n = 0;
   char what[16];
   return std::sscanf(name.c_str(), "blk.%d.ffn_%15[a-z].%d.weight%n", &layer, what, &expert, &n) == 3 &&
@@ -318,6 +321,12 @@ int InspectCommand::run() {
       scaling["original_max_position_embeddings"] =
           c.rope_scaling.original_max_position_embeddings;
     }
+    if (c.rope_scaling.type == RopeScalingType::kYarn) {
+      scaling["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+      scaling["beta_fast"] = c.rope_scaling.beta_fast;
+      scaling["beta_slow"] = c.rope_scaling.beta_slow;
+      scaling["attention_factor"] = c.rope_attention_factor();
+    }
     j["rope"] = {{"theta", c.rope_theta},
                  {"style", rope_style_name(c.rope_style)},
                  {"dim", c.rope_dim()},
@@ -396,6 +405,10 @@ int InspectCommand::run() {
   if (c.rope_scaling.type == RopeScalingType::kNone) rope += ", no scaling";
   else rope += fmt::format(", scaling {} x{}", rope_scaling_name(c.rope_scaling.type),
                            c.rope_scaling.factor);
+  if (c.rope_scaling.type == RopeScalingType::kYarn)
+    rope += fmt::format(" (original context {}, beta {}/{}, attention factor {:.4f})",
+                        c.rope_scaling.original_max_position_embeddings, c.rope_scaling.beta_fast,
+                        c.rope_scaling.beta_slow, c.rope_attention_factor());
   if (!c.rope_freq_factors.empty())
     rope += fmt::format(", {} freq factors", c.rope_freq_factors.size());
   rows.push_back({"rope", rope});

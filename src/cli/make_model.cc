@@ -676,7 +676,7 @@ std::string human_bytes(uint64_t b) {
 
 MakeModelCommand::MakeModelCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("make-model",
-                            "Write a random-weight Llama-architecture GGUF for benchmarks");
+                            "Write a random-weight Llama-architecture (or Qwen3-MoE) GGUF for benchmarks");
   cmd_->add_option("--preset", preset_, "Model shape: " + preset_names())->required();
   cmd_->add_option("--dtype", dtype_,
                    "Weight dtype of the file: float32 / f32, float16 / half / f16 or bfloat16 / "

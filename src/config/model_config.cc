@@ -1,5 +1,7 @@
 #include "config/model_config.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace llmserve {
@@ -113,10 +115,37 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
           (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
       f = (1.0f - smooth) * f / rs.factor + smooth * f;
     }
+  } else if (rs.type == RopeScalingType::kYarn) {
+    // transformers modeling_rope_utils._compute_yarn_parameters (float64 here, then float32).
+    const double base = rope_theta, dim = d, orig = rs.original_max_position_embeddings;
+    auto correction_dim = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+    };
+    double low = correction_dim(rs.beta_fast), high = correction_dim(rs.beta_slow);
+    if (rs.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;
+    for (int32_t i = 0; i < half; ++i) {
+      const double pos_freq = std::pow(base, 2.0 * i / dim);
+      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      const double keep = 1.0 - ramp;  // inv_freq_extrapolation_factor
+      inv[i] = static_cast<float>(1.0 / (rs.factor * pos_freq) * (1.0 - keep) + 1.0 / pos_freq * keep);
+    }
   }
   for (size_t i = 0; i < rope_freq_factors.size() && i < inv.size(); ++i)
     inv[i] /= rope_freq_factors[i];
   return inv;
+}
+
+float ModelConfig::rope_attention_factor() const {
+  if (rope_scaling.type != RopeScalingType::kYarn) return 1.0f;
+  if (rope_scaling.attention_factor > 0.0f) return rope_scaling.attention_factor;
+  const double f = rope_scaling.factor;
+  return f <= 1.0 ? 1.0f : static_cast<float>(0.1 * std::log(f) + 1.0);
 }
 
 }  // namespace llmserve

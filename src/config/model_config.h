@@ -25,6 +25,9 @@ enum class RopeScalingType {
   kLinear,  // position interpolation (Chen et al. 2023): every inv_freq / factor
   kLlama3,  // Llama 3.1: low frequencies / factor, high kept, smooth ramp between
             // (transformers' _compute_llama3_parameters)
+  kYarn,    // YaRN (Peng et al. 2023, arXiv 2309.00071; transformers'
+            // _compute_yarn_parameters): frequencies blended between interpolated and kept by
+            // a linear ramp over the dimensions, cos and sin scaled by an attention factor
 };
 
 struct RopeScaling {
@@ -32,7 +35,14 @@ struct RopeScaling {
   float factor = 1.0f;
   float low_freq_factor = 1.0f;    // llama3
   float high_freq_factor = 4.0f;   // llama3
-  int32_t original_max_position_embeddings = 8192;  // llama3
+  int32_t original_max_position_embeddings = 8192;  // llama3, yarn
+  float beta_fast = 32.0f;        // yarn: rotations where the ramp starts (kept above)
+  float beta_slow = 1.0f;         // yarn: rotations where it ends (interpolated below)
+  bool truncate = true;           // yarn: correction range floored / ceiled to whole dims
+  /// yarn: cos and sin are multiplied by this (q.k by its square); 0 = the default
+  /// 0.1 ln(factor) + 1 (get_mscale), or get_mscale(factor, mscale) /
+  /// get_mscale(factor, mscale_all_dim) when the config gives both.
+  float attention_factor = 0.0f;
 };
 
 /// What one token occupies in one layer's KV cache. K (and V, unless v_shares_k) are each
@@ -107,6 +117,9 @@ struct ModelConfig {
   int32_t rope_dim() const { return is_mla() ? qk_rope_head_dim : head_dim; }
   /// Width of one head of attention output (o_proj input per head).
   int32_t value_head_dim() const { return is_mla() ? v_head_dim : head_dim; }
+
+  /// What RoPE's cos and sin are multiplied by: YaRN's attention factor, else 1.
+  float rope_attention_factor() const;
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads == 0, RoPE dims even, MLA
   /// dims consistent). Error messages name the field and value.

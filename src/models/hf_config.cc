@@ -128,9 +128,36 @@ Expected<RopeScaling> read_rope_scaling(const Keys& k) {
                           r.size("original_max_position_embeddings"));
     rs.low_freq_factor = static_cast<float>(lo);
     rs.high_freq_factor = static_cast<float>(hi);
+  } else if (type == "yarn") {
+    rs.type = RopeScalingType::kYarn;
+    // Without original_max_position_embeddings transformers uses max_position_embeddings: the
+    // caller fills it in (0 here).
+    LLMS_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
+                          r.size_or("original_max_position_embeddings", 0));
+    LLMS_ASSIGN_OR_RETURN(double fast, r.number_or("beta_fast", 32.0));
+    LLMS_ASSIGN_OR_RETURN(double slow, r.number_or("beta_slow", 1.0));
+    LLMS_ASSIGN_OR_RETURN(rs.truncate, r.boolean_or("truncate", true));
+    if (!(fast > 0) || !(slow > 0))
+      return InvalidArgument("{}: rope_scaling beta_fast ({}) and beta_slow ({}) must be > 0", k.file(), fast, slow);
+    rs.beta_fast = static_cast<float>(fast);
+    rs.beta_slow = static_cast<float>(slow);
+    LLMS_ASSIGN_OR_RETURN(double factor, r.number("factor"));
+    if (!(factor > 0) || !std::isfinite(factor))
+      return InvalidArgument("{}: rope_scaling factor {} must be > 0", k.file(), factor);
+    auto mscale = [factor](double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+    if (r.has("attention_factor")) {
+      LLMS_ASSIGN_OR_RETURN(double af, r.number("attention_factor"));
+      if (!(af > 0) || !std::isfinite(af))
+        return InvalidArgument("{}: rope_scaling attention_factor {} must be > 0", k.file(), af);
+      rs.attention_factor = static_cast<float>(af);
+    } else if (r.has("mscale") && r.has("mscale_all_dim")) {
+      LLMS_ASSIGN_OR_RETURN(double m, r.number("mscale"));
+      LLMS_ASSIGN_OR_RETURN(double mall, r.number("mscale_all_dim"));
+      if (m != 0 && mall != 0) rs.attention_factor = static_cast<float>(mscale(m) / mscale(mall));
+    }
   } else {
     return Unimplemented("{}: rope_scaling type \"{}\" is not supported (supported: linear, "
-                         "llama3)", k.file(), type);
+                         "llama3, yarn)", k.file(), type);
   }
   LLMS_ASSIGN_OR_RETURN(double factor, r.number("factor"));
   rs.factor = static_cast<float>(factor);
@@ -289,6 +316,8 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
   c.rope_theta = static_cast<float>(theta);
   LLMS_ASSIGN_OR_RETURN(c.tie_word_embeddings, k.boolean_or("tie_word_embeddings", false));
   LLMS_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(k));
+  if (c.rope_scaling.type == RopeScalingType::kYarn && c.rope_scaling.original_max_position_embeddings == 0)
+    c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
   LLMS_ASSIGN_OR_RETURN(std::string act, k.string_or("hidden_act", "silu"));
   if (act != "silu")
     return Unimplemented("{}: hidden_act \"{}\" is not supported (only silu / SwiGLU)", path,
@@ -297,6 +326,11 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
   if (mlp_bias) return Unimplemented("{}: mlp_bias = true is not supported", path);
 
   if (c.architecture == "deepseek2") {
+    // DeepSeek's YaRN also scales the softmax by mscale(mscale_all_dim)^2 (modeling_deepseek):
+    // not implemented, so refused rather than run with the generic form.
+    if (c.rope_scaling.type == RopeScalingType::kYarn)
+      return Unimplemented("{}: rope_scaling type \"yarn\" is not supported for DeepSeek-V2 (MLA) "
+                           "models yet", path);
     c.rope_style = RopeStyle::kAdjacentPairs;  // modeling_deepseek de-interleaves q_pe / k_pe
     LLMS_ASSIGN_OR_RETURN(c.kv_lora_rank, k.size("kv_lora_rank"));
     LLMS_ASSIGN_OR_RETURN(c.q_lora_rank, k.size_or("q_lora_rank", 0));
@@ -367,8 +401,10 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     // Sliding-window attention (Mistral, Qwen2 with use_sliding_window) equals full attention
     // while the context fits in the window: cap the context there (what vLLM did before it
     // implemented sliding windows) instead of computing wrong logits beyond it.
-    bool sliding = k.has("sliding_window") && info->model_type == std::string("mistral");
-    if (c.architecture == "qwen2" || c.architecture == "qwen3") {
+    bool sliding = k.has("sliding_window") && (info->model_type == std::string("mistral") ||
+                                                info->model_type == std::string("mixtral"));
+    if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "qwen2moe" ||
+        c.architecture == "qwen3moe") {
       LLMS_ASSIGN_OR_RETURN(sliding, k.boolean_or("use_sliding_window", false));
     }
     if (sliding && k.has("sliding_window")) {

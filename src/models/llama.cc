@@ -83,7 +83,8 @@ class QkvEpilogue final : public GemmEpilogue {
 
 class LlamaModel final : public Model {
  public:
-  explicit LlamaModel(const ModelConfig& c) : cfg_(c), inv_freq_(c.rope_inv_freq()) {}
+  explicit LlamaModel(const ModelConfig& c)
+      : cfg_(c), inv_freq_(c.rope_inv_freq()), attention_factor_(c.rope_attention_factor()) {}
 
   Status load(const ModelFile& file, const ModelLoadOptions& options) {
     WeightLoader w(file, options.dtype);
@@ -123,8 +124,9 @@ class LlamaModel final : public Model {
       for (const char* extra : {"attn_output.bias", "ffn_gate_inp.weight"}) {
         if (cfg_.is_moe() && std::string(extra) == "ffn_gate_inp.weight") continue;
         if (const TensorView* t = file.find_tensor(p + extra))
-          return Unimplemented("{}: tensor {} is not supported (output-projection bias or "
-                               "MoE router)", file.path(), t->name);
+          return Unimplemented("{}: tensor {} is not supported (an output-projection bias, or an "
+                               "MoE router in a file without {}.expert_count)", file.path(), t->name,
+                               cfg_.architecture);
       }
       if (const TensorView* t = file.find_tensor(p + "attn_q.bias"); t && !cfg_.attention_bias)
         return InvalidArgument("{}: the checkpoint has q/k/v biases ({}) but the config says "
@@ -168,6 +170,12 @@ class LlamaModel final : public Model {
       // RoPE angles depend only on the position: computed once per step, used by all layers.
       rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half],
                    &rope_sin_[t * half]);
+      if (attention_factor_ != 1.0f) {  // YaRN: q.k scaled by its square
+        for (int32_t i = 0; i < half; ++i) {
+          rope_cos_[t * half + i] *= attention_factor_;
+          rope_sin_[t * half + i] *= attention_factor_;
+        }
+      }
     }
 
     const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
@@ -228,6 +236,7 @@ class LlamaModel final : public Model {
 
   ModelConfig cfg_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
+  float attention_factor_;       // RoPE cos/sin multiplier (YaRN), else 1
   WeightMatrix embedding_, classifier_;
   std::vector<float> final_norm_;
   std::vector<LayerWeights> layers_;

@@ -142,14 +142,22 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     if (arch == "qwen3moe" || arch == "qwen2moe" || (arch == "llama" && has("expert_count"))) {
       LLMS_ASSIGN_OR_RETURN(c.n_experts, get_i("expert_count"));
       LLMS_ASSIGN_OR_RETURN(c.n_experts_used, get_i("expert_used_count"));
+      // As llama.cpp's qwen2moe.cpp / qwen3moe.cpp: expert_feed_forward_length defaults to
+      // feed_forward_length / expert_used_count, the shared expert's width to
+      // feed_forward_length (Qwen2-MoE always has one).
       if (arch == "llama") {
         c.expert_ffn_dim = c.ffn_dim;
-      } else {
+      } else if (has("expert_feed_forward_length")) {
         LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, get_i("expert_feed_forward_length"));
+      } else {
+        c.expert_ffn_dim = c.ffn_dim / c.n_experts_used;
       }
       c.norm_topk_prob = arch != "qwen2moe";
-      if (arch == "qwen2moe" && has("expert_shared_feed_forward_length")) {
-        LLMS_ASSIGN_OR_RETURN(c.shared_expert_ffn_dim, get_i("expert_shared_feed_forward_length"));
+      if (arch == "qwen2moe") {
+        c.shared_expert_ffn_dim = c.ffn_dim;
+        if (has("expert_shared_feed_forward_length")) {
+          LLMS_ASSIGN_OR_RETURN(c.shared_expert_ffn_dim, get_i("expert_shared_feed_forward_length"));
+        }
       }
       if (c.n_experts_used > c.n_experts)
         return InvalidArgument("{}: {}expert_used_count {} is more than expert_count {}", g.path(),
@@ -171,8 +179,10 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   }
 
   // RoPE scaling as llama.cpp reads it: the factor (rope.scaling.factor, or the legacy
-  // rope.scale_linear) applies as linear interpolation unless the type is yarn (unsupported);
-  // llama3 frequency scaling arrives as the precomputed rope_freqs.weight tensor.
+  // rope.scale_linear) applies as linear interpolation, or as YaRN with rope.scaling.type yarn
+  // (original_context_length, optional yarn_beta_fast / yarn_beta_slow; llama.cpp's default
+  // attention factor 0.1 ln(factor) + 1); llama3 frequency scaling arrives as the precomputed
+  // rope_freqs.weight tensor.
   std::string scaling = "linear";
   if (has("rope.scaling.type")) {
     LLMS_ASSIGN_OR_RETURN(scaling, g.get_string(pre + "rope.scaling.type"));
@@ -184,10 +194,32 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
       break;
     }
   }
-  if (scaling != "none" && scaling != "linear")
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn")
     return Unimplemented("{}: {}rope.scaling.type '{}' is not supported (supported: none, "
-                         "linear, llama3 via rope_freqs)", g.path(), pre, scaling);
-  if (factor != 0.0 && factor != 1.0) {
+                         "linear, yarn, llama3 via rope_freqs)", g.path(), pre, scaling);
+  if (scaling == "yarn") {
+    if (arch == "deepseek2")
+      return Unimplemented("{}: {}rope.scaling.type 'yarn' is not supported for deepseek2 yet", g.path(), pre);
+    for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_ext_factor",
+                            "rope.scaling.yarn_attn_factor"})
+      if (has(key))
+        return Unimplemented("{}: {}{} is not supported", g.path(), pre, key);
+    if (!(factor > 0.0) || !std::isfinite(factor))
+      return InvalidArgument("{}: {}rope.scaling.type is yarn but rope.scaling.factor is {}", g.path(), pre, factor);
+    c.rope_scaling.type = RopeScalingType::kYarn;
+    c.rope_scaling.factor = static_cast<float>(factor);
+    c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
+    if (has("rope.scaling.original_context_length")) {
+      LLMS_ASSIGN_OR_RETURN(c.rope_scaling.original_max_position_embeddings, get_i("rope.scaling.original_context_length"));
+    }
+    for (auto [key, field] : {std::pair{"rope.scaling.yarn_beta_fast", &c.rope_scaling.beta_fast},
+                              std::pair{"rope.scaling.yarn_beta_slow", &c.rope_scaling.beta_slow}}) {
+      if (!has(key)) continue;
+      LLMS_ASSIGN_OR_RETURN(double v, g.get_float(pre + key));
+      if (!(v > 0.0)) return InvalidArgument("{}: {}{} = {} must be > 0", g.path(), pre, key, v);
+      *field = static_cast<float>(v);
+    }
+  } else if (factor != 0.0 && factor != 1.0) {
     if (!(factor > 0.0) || !std::isfinite(factor))
       return InvalidArgument("{}: {}rope.scaling.factor = {} must be > 0", g.path(), pre, factor);
     c.rope_scaling.type = RopeScalingType::kLinear;
@@ -333,8 +365,8 @@ Status ModelFile::open_hf_dir() {
   for (const std::string& n : unused) {
     // Buffers some exporters save; everything else unknown means an unsupported feature.
     if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
-    return Unimplemented("{}: tensor {} is not used by the {} architecture (unsupported "
-                         "feature, e.g. MoE experts)", path_, n, config_.architecture);
+    return Unimplemented("{}: tensor {} is not used by the {} architecture (an unsupported "
+                         "feature)", path_, n, config_.architecture);
   }
   const TensorView* emb = find_tensor("token_embd.weight");
   if (emb == nullptr) return NotFound("{}: missing tensor model.embed_tokens.weight", path_);

@@ -36,7 +36,7 @@ std::string lower(std::string_view s) {
 
 QuantModelInfo quant_model_info(const ModelFile& file) {
   const ModelConfig& c = file.config();
-  return {c.architecture, c.n_layers, c.n_heads, c.n_kv_heads};
+  return {c.architecture, c.n_layers, c.n_heads, c.n_kv_heads, c.n_experts};
 }
 
 Expected<std::vector<TensorPlan>> plan_model_quantization(const ModelFile& file,

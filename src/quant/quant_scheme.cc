@@ -34,7 +34,7 @@ const QuantScheme* scheme_named(std::string_view name) {
 }
 
 // tensor_category / tensor_get_category: broad classes by name.
-enum class Category { kTokenEmbd, kOutput, kAttnV, kFfnDown, kOther };
+enum class Category { kTokenEmbd, kOutput, kAttnV, kAttnK, kAttnOutput, kFfnDown, kOther };
 
 Category category_of(const std::string& name) {
   if (name == "output.weight") return Category::kOutput;
@@ -43,6 +43,8 @@ Category category_of(const std::string& name) {
   for (const char* v : {"attn_qkv.weight", "attn_kv_b.weight", "attn_v.weight"})
     if (name.find(v) != std::string::npos) return Category::kAttnV;
   if (name.find("ffn_down") != std::string::npos) return Category::kFfnDown;
+  if (name.find("attn_k.weight") != std::string::npos) return Category::kAttnK;
+  if (name.find("attn_output.weight") != std::string::npos) return Category::kAttnOutput;
   return Category::kOther;
 }
 
@@ -161,6 +163,8 @@ Expected<std::vector<DType>> plan_tensor_types(const QuantScheme& scheme,
   const std::string_view ft = scheme.name;
   const bool more_bits_mix = ft == "Q4_K_M" || ft == "Q5_K_M";
   int i_attn_v = 0, i_ffn_down = 0;
+  // llama.cpp's hparams.n_expert == 8 rules (Mixtral's size; they apply to any 8-expert model).
+  const bool eight_experts = model.n_experts == 8;
   std::vector<DType> out(tensors.size());
   for (size_t idx : order) {
     const QuantTensor& t = tensors[idx];
@@ -178,11 +182,19 @@ Expected<std::vector<DType>> plan_tensor_types(const QuantScheme& scheme,
         if (more_bits_mix && use_more_bits(i_attn_v, n_attn_v)) type = DType::kQ6_K;
         else if (ft == "Q4_K_S" && i_attn_v < 4) type = DType::kQ5_K;
         if (is_70b && type == DType::kQ4_K) type = DType::kQ5_K;
+        if (eight_experts) type = DType::kQ8_0;
         ++i_attn_v;
+      } else if (c == Category::kAttnK) {
+        if (eight_experts) type = DType::kQ8_0;
+      } else if (c == Category::kAttnOutput) {
+        if (eight_experts && (ft == "Q4_K_S" || ft == "Q4_K_M")) type = DType::kQ5_K;
       } else if (c == Category::kFfnDown) {
-        // layer_info: for dense models the counter is the layer.
-        if (more_bits_mix && use_more_bits(i_ffn_down, n_layers)) type = DType::kQ6_K;
-        else if (ft == "Q4_K_S" && i_ffn_down < n_layers / 8) type = DType::kQ5_K;
+        // layer_info(i_ffn_down, n_ffn_down = n_layer, name): the counter over ffn_down tensors
+        // (the layer, for a dense model), or with experts the layer parsed from the name (a
+        // Qwen2-MoE layer has two ffn_down tensors, an old per-expert Mixtral GGUF eight).
+        const int i_layer = model.n_experts > 1 ? layer_of(t.name) : i_ffn_down;
+        if (more_bits_mix && use_more_bits(i_layer, n_layers)) type = DType::kQ6_K;
+        else if (ft == "Q4_K_S" && i_layer < n_layers / 8) type = DType::kQ5_K;
         ++i_ffn_down;
       }
     }

@@ -67,6 +67,7 @@ struct QuantModelInfo {
   int32_t n_layers = 0;
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;
+  int32_t n_experts = 0;     // routed experts per layer (0 or 1: dense)
 };
 
 /// One tensor of the model: GGUF name, shape (outermost first, the row length last), type.

@@ -110,14 +110,17 @@ inline void rewrite_gguf(const GgufFile& src, const std::string& dst, Rewrite mo
 }
 
 /// Writes a GGUF v3 file with `src`'s metadata and `tensors` (F32), per ggml docs/gguf.md.
+/// `metadata` (default: src's) replaces the metadata key/values.
 inline void write_gguf(const GgufFile& src, const std::vector<OutTensor>& tensors,
-                const std::string& dst) {
+                const std::string& dst,
+                const std::map<std::string, GgufValue, std::less<>>* metadata = nullptr) {
+  const auto& meta = metadata != nullptr ? *metadata : src.metadata();
   testing::GgufEncoder e;
   e.out.insert(e.out.end(), {'G', 'G', 'U', 'F'});
   e.put<uint32_t>(3);
   e.put<uint64_t>(tensors.size());
-  e.put<uint64_t>(src.metadata().size());
-  for (const auto& [key, v] : src.metadata()) {
+  e.put<uint64_t>(meta.size());
+  for (const auto& [key, v] : meta) {
     e.str(key);
     e.put<uint32_t>(static_cast<uint32_t>(v.type));
     e.value(v);

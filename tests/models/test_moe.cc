@@ -1,6 +1,6 @@
 // Mixtures of experts (models/moe.h) on three tiny random models in tests/models/data, written
 // with their reference logits by the independent float64 NumPy script
-// scripts/references/moe_reference.py and checked by llama.cpp (scripts/references/
+// scripts/references/tiny_models.py and checked by llama.cpp (scripts/references/
 // llamacpp_reference.sh: CPU, flash attention off, F32 KV cache; it agrees with NumPy to
 // 1.2e-6 on all three):
 //   qwen3moe-tiny  Qwen3-MoE: 8 experts, top-2 renormalised, per-head q/k norms
@@ -23,6 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf_rewrite.h"
+#include "models/quantize_model.h"
+#include "quant/quant_scheme.h"
+#include "tiny_models.h"
 #include "runner/prompt_logits.h"
 #include "weights/npy.h"
 
@@ -33,27 +36,15 @@ const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data
 const std::string kDir = kData + "qwen3moe-tiny/";
 const char* const kModels[] = {"qwen3moe-tiny", "qwen2moe-tiny", "mixtral-tiny"};
 
-std::vector<int32_t> sequence(const std::string& which) {
-  std::ifstream in(std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/sequences.json");
-  return nlohmann::json::parse(in)[which].get<std::vector<int32_t>>();
-}
+std::vector<int32_t> sequence(const std::string& which) { return testing::tiny_sequence(which); }
 
 std::vector<float> reference(const std::string& model, const std::string& seq, const std::string& who = "numpy") {
-  auto ref = read_npy(kData + model + "/" + who + "_logits_" + seq + ".npy");
-  EXPECT_TRUE(ref.ok()) << ref.status().message();
-  return ref.ok() ? ref->data : std::vector<float>{};
+  return testing::tiny_reference(model, seq, who);
 }
 
 Expected<std::vector<float>> logits_of(const std::string& path, const std::vector<int32_t>& ids, int32_t chunk,
                                        int32_t block_size, const std::string& backend) {
-  LLMS_ASSIGN_OR_RETURN(auto file, ModelFile::open(path));
-  PromptLogitsOptions opt;
-  opt.chunk_size = chunk;
-  opt.block_size = block_size;
-  opt.attention_backend = backend;
-  opt.kv_cache_dtype = DType::kF32;
-  opt.num_threads = 2;
-  return compute_prompt_logits(*file, ids, opt);
+  return testing::tiny_logits(path, ids, chunk, block_size, backend);
 }
 
 struct Case {
@@ -177,6 +168,68 @@ TEST(Moe, QuantizedExpertsMatchTheirDequantizedWeights) {
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// llama-quantize's per-tensor types for MoE files (its n_expert rules: an 8-expert model's attn_v
+// and attn_k Q8_0, attn_output Q5_K for Q4_K_*, ffn_down "layers" read from the name),
+// recorded by scripts/references/llama_quantize_types.py; and the same types from the HF
+// directory, each per-expert tensor getting its stacked tensor's type.
+TEST(Moe, QuantizationTypesEqualLlamaQuantize) {
+  for (const char* m : kModels) {
+    std::ifstream in(kData + m + "/llama_quantize_types.json");
+    const nlohmann::json want = nlohmann::json::parse(in);
+    for (const char* type : {"Q4_K_M", "Q5_K_M", "Q4_K_S"}) {
+      auto scheme = find_quant_scheme(type);
+      ASSERT_TRUE(scheme.has_value()) << type;
+      for (const char* f : {"/model.gguf", "/hf"}) {
+        auto file = ModelFile::open(kData + m + f);
+        ASSERT_TRUE(file.ok()) << file.status().message();
+        auto plan = plan_model_quantization(**file, *scheme);
+        ASSERT_TRUE(plan.ok()) << plan.status().message();
+        for (const TensorPlan& p : *plan) {
+          std::string name = p.gguf_name;  // blk.N.ffn_down.E.weight -> blk.N.ffn_down_exps.weight
+          int layer = 0, expert = 0, end = 0;
+          char what[16];
+          if (std::sscanf(name.c_str(), "blk.%d.ffn_%15[a-z].%d.weight%n", &layer, what, &expert, &end) == 3 &&
+              end == static_cast<int>(name.size()))
+            name = "blk." + std::to_string(layer) + ".ffn_" + what + "_exps.weight";
+          if (name.find("ffn_gate_inp_shexp") != std::string::npos) continue;  // [64] vs HF [1, 64]
+          ASSERT_TRUE(want[type].contains(name)) << m << f << " " << name;
+          EXPECT_EQ(dtype_ggml_id(p.type), want[type][name].get<int>()) << m << f << " " << type << " " << name;
+        }
+      }
+    }
+  }
+}
+
+// Expert widths llama.cpp defaults when the keys are absent (qwen2moe.cpp, qwen3moe.cpp):
+// expert_feed_forward_length = feed_forward_length / expert_used_count, the shared expert's
+// expert_shared_feed_forward_length = feed_forward_length. The same logits as with the keys.
+TEST(Moe, ExpertWidthKeysDefaultAsLlamaCpp) {
+  const auto ids = sequence("short");
+  for (const char* m : {"qwen3moe-tiny", "qwen2moe-tiny"}) {
+    auto g = GgufFile::open(kData + m + "/model.gguf");
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    const std::string arch = std::string(m).substr(0, std::string(m).find('-'));
+    auto meta = g->metadata();
+    meta.erase(arch + ".expert_feed_forward_length");
+    meta[arch + ".feed_forward_length"] = GgufValue{GgufType::kUint32, int64_t{64}};  // 2 used x 32
+    if (arch == "qwen2moe") {
+      meta.erase(arch + ".expert_shared_feed_forward_length");
+      // The shared expert (48 wide) then needs feed_forward_length 48: a file whose experts are
+      // 24 wide each with 2 used would be another model, so only the shared default is checked
+      // here, on a copy with feed_forward_length 48 and the expert width kept.
+      meta[arch + ".feed_forward_length"] = GgufValue{GgufType::kUint32, int64_t{48}};
+      meta[arch + ".expert_feed_forward_length"] = GgufValue{GgufType::kUint32, int64_t{32}};
+    }
+    const std::string path = ::testing::TempDir() + "/" + m + "_defaults.gguf";
+    testing::write_gguf(*g, testing::tensors_of(*g), path, &meta);
+    auto got = logits_of(path, ids, 2048, 16, "flash");
+    ASSERT_TRUE(got.ok()) << m << ": " << got.status().message();
+    auto want = logits_of(kData + m + "/model.gguf", ids, 2048, 16, "flash");
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(testing::compare(*got, *want, 512).max_diff, 0.0) << m;
+  }
 }
 
 // A missing expert projection and a misshapen one: one line naming the file and the tensor.

@@ -1,12 +1,16 @@
 #!/usr/bin/python3
-"""Independent float64 NumPy references for tiny random-weight mixture-of-experts models.
+"""Independent float64 NumPy references for tiny random-weight models (three mixture-of-experts
+models and a dense Qwen3 with YaRN RoPE scaling).
 
-Three models, one folder each under tests/models/data/ (found from this script's own path,
+Four models, one folder each under tests/models/data/ (found from this script's own path,
 so it can be run from anywhere):
 
-  qwen3moe-tiny   transformers Qwen3MoeForCausalLM (qwen3_moe); GGUF arch `qwen3moe`
-  qwen2moe-tiny   transformers Qwen2MoeForCausalLM (qwen2_moe); GGUF arch `qwen2moe`
-  mixtral-tiny    transformers MixtralForCausalLM (mixtral);    GGUF arch `llama`
+  qwen3moe-tiny    transformers Qwen3MoeForCausalLM (qwen3_moe); GGUF arch `qwen3moe`
+  qwen2moe-tiny    transformers Qwen2MoeForCausalLM (qwen2_moe); GGUF arch `qwen2moe`
+  mixtral-tiny     transformers MixtralForCausalLM (mixtral);    GGUF arch `llama`
+  qwen3-yarn-tiny  transformers Qwen3ForCausalLM (qwen3), dense, rope_scaling YaRN
+                   (factor 4, original context 64); GGUF arch `qwen3` with the
+                   rope.scaling.* keys
 
 What it writes in each folder:
 
@@ -25,10 +29,10 @@ What it writes in each folder:
 
 How to run (system Python with Debian's python3-numpy; nothing else needed):
 
-  /usr/bin/python3 scripts/references/moe_reference.py                  (all three)
-  /usr/bin/python3 scripts/references/moe_reference.py --model qwen2moe (one of
-      qwen3moe, qwen2moe, mixtral, all)
-  /usr/bin/python3 scripts/references/moe_reference.py --crosscheck-dense
+  /usr/bin/python3 scripts/references/tiny_models.py                  (all four)
+  /usr/bin/python3 scripts/references/tiny_models.py --model qwen2moe (one of
+      qwen3moe, qwen2moe, mixtral, qwen3yarn, all)
+  /usr/bin/python3 scripts/references/tiny_models.py --crosscheck-dense
       (first runs the shared attention / RMSNorm / dense-SwiGLU code, both the Hugging Face
        forward and the GGUF forward below, on the dense models qwen3-qknorm, qwen2-gqa-bias
        and llama-gqa in ../shared/testdata/models/synthetic and compares with the NumPy and
@@ -43,7 +47,8 @@ expert routing is robust: the gap between the k-th and (k+1)-th largest router p
 is >= 1e-3 for every layer and token of both sequences (so a float32 engine picks the same
 experts), every expert is chosen by some token in each layer on `long`, and the top-1 logit
 leads the top-2 by >= 2e-3 at every position (so argmax comparisons are not decided by
-rounding). Rerunning reproduces every file byte for byte.
+rounding); the dense qwen3-yarn-tiny has no router, only the argmax-margin criterion applies.
+Rerunning reproduces every file byte for byte.
 
 Self-checks after writing: the GGUF and safetensors files are read back with the tiny readers
 below and every tensor is asserted equal to the generated one (the GGUF expert stacks equal
@@ -51,7 +56,10 @@ the HF per-expert tensors; for mixtral, un-permuting the GGUF attn_q / attn_k gi
 HF q_proj / k_proj); the metadata is read back; and a second, independent forward pass that
 reads only the GGUF (llama.cpp tensor names, hyperparameters from its metadata, llama.cpp's
 RoPE type and top-k normalisation for the architecture) must reproduce the Hugging Face
-forward's logits to 1e-9 with the same argmax.
+forward's logits to 1e-9 with the same argmax. For qwen3-yarn-tiny the GGUF forward sets up
+YaRN as llama.cpp does from the GGUF metadata alone (corr dims, ramp, mscale) and its RoPE must
+equal the transformers-style one to 1e-12 on positions 0..159; the logits without YaRN are
+printed for comparison (and must differ).
 
 Sources of the semantics:
   * Hugging Face transformers, models/qwen3_moe/modeling_qwen3_moe.py:
@@ -71,6 +79,30 @@ Sources of the semantics:
       KV head h // (num_heads / num_kv_heads)), causal softmax of
       q.k^T / sqrt(head_dim), o_proj.
     - Qwen3MoeRMSNorm: x * rsqrt(mean(x^2) + eps) * weight.
+  * transformers models/qwen3/modeling_qwen3.py (qwen3-yarn-tiny): the same attention,
+    norms and decoder layer, with a dense Qwen3MLP down_proj(silu(gate_proj(x)) * up_proj(x))
+    (mlp.gate_proj / mlp.up_proj / mlp.down_proj, intermediate_size) in every layer.
+    Qwen3RotaryEmbedding takes inv_freq and attention_scaling from ROPE_INIT_FUNCTIONS
+    [rope_type] and returns cos = cos(emb) * attention_scaling, sin = sin(emb) *
+    attention_scaling (so both q and k are scaled and q.k^T by attention_scaling^2).
+  * YaRN (Peng, Quesnelle, Fan, Shippole 2023, "YaRN: Efficient Context Window Extension of
+    Large Language Models", arXiv 2309.00071) as transformers'
+    modeling_rope_utils._compute_yarn_parameters computes it: dim = head_dim
+    (partial_rotary_factor 1); attention_factor = get_mscale(factor) = 0.1 * ln(factor) + 1
+    (no attention_factor / mscale / mscale_all_dim keys); beta_fast 32, beta_slow 1;
+    find_correction_dim(num_rot) = dim * ln(orig / (num_rot * 2 pi)) / (2 ln(base));
+    find_correction_range: low = floor(find_correction_dim(beta_fast)), high =
+    ceil(find_correction_dim(beta_slow)) (truncate=True), low = max(low, 0), high =
+    min(high, dim - 1); linear_ramp_factor(low, high, dim // 2): high += 0.001 if
+    low == high, clamp((arange(dim // 2) - low) / (high - low), 0, 1);
+    inv_freq_extrapolation_factor = 1 - ramp; pos_freqs = base^(arange(0, dim, 2) / dim);
+    inv_freq = 1 / (factor * pos_freqs) * (1 - extrapolation_factor)
+             + 1 / pos_freqs * extrapolation_factor.
+    Some transformers versions re-derive factor = max_position_embeddings /
+    original_max_position_embeddings when the latter is in rope_scaling; the config here has
+    max_position_embeddings = factor * original_max_position_embeddings, so both readings
+    give the same factor (asserted). Everything is computed in float64 here (transformers
+    computes inv_freq in float32).
     - Decoder layer: h = x + attn(input_layernorm(x));
       out = h + mlp(post_attention_layernorm(h)); final model.norm, lm_head
       (untied). PyTorch Linear convention: y = x @ W.T (+ bias).
@@ -117,6 +149,19 @@ Sources of the semantics:
     rotate-half on the original ones.
     ggml RoPE: normal mode rotates the pairs (x[2i], x[2i+1]), NEOX mode (x[i], x[i+n/2]),
     both by pos * freq_base^(-2i/n_rot).
+    - LLM_ARCH_QWEN3 (qwen3-yarn-tiny): token_embd, output_norm, output, attn_norm, attn_q,
+      attn_k, attn_v, attn_output, attn_q_norm, attn_k_norm, ffn_norm, ffn_gate, ffn_up,
+      ffn_down; metadata keys as in ../shared/testdata/models/synthetic/qwen3-qknorm/model.gguf
+      plus qwen3.rope.scaling.type "yarn", .factor (f32), .original_context_length (u32).
+      llama.cpp's YaRN (src/llama-model.cpp, src/llama-context.cpp, ggml.c
+      ggml_rope_yarn_corr_dims, ggml-cpu/ops.cpp rope_yarn): freq_scale = 1 / factor,
+      n_ctx_orig = original_context_length, ext_factor = 1 for the yarn scaling type;
+      corr_dims = [max(0, floor(corr_dim(beta_fast))), min(n_rot - 1, ceil(corr_dim(beta_slow)))];
+      ramp_mix(i) = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1); theta = theta_interp *
+      (1 - ramp_mix) + theta_extrap * ramp_mix with theta_interp = freq_scale * theta_extrap;
+      cos and sin multiplied by mscale = yarn_attn_factor * (1 + 0.1 ln(1 / freq_scale)),
+      where llama_context sets yarn_attn_factor = get_mscale(factor) / (1 + 0.1 ln(factor))
+      (= 1 here, no yarn_log_multiplier key) times rope.scaling.attn_factor (absent: 1).
   * safetensors format: 8-byte little-endian header length, JSON header
     {name: {dtype, shape, data_offsets}}, then the raw little-endian data.
 """
@@ -224,11 +269,42 @@ MIXTRAL_CONFIG = {
     "hidden_act": "silu",
 }
 
+# Dense Qwen3 with YaRN. max_position_embeddings = factor * original_max_position_embeddings
+# on purpose, so that the transformers versions that re-derive factor from the two agree.
+QWEN3YARN_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 96,
+    "vocab_size": 512,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "rope_scaling": {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "attention_bias": False,
+    "use_sliding_window": False,
+    "sliding_window": None,
+    "hidden_act": "silu",
+}
+
 # name -> (output folder, HF config, GGUF general.architecture)
 MODELS = {
     "qwen3moe": ("qwen3moe-tiny", QWEN3MOE_CONFIG, "qwen3moe"),
     "qwen2moe": ("qwen2moe-tiny", QWEN2MOE_CONFIG, "qwen2moe"),
     "mixtral": ("mixtral-tiny", MIXTRAL_CONFIG, "llama"),
+    "qwen3yarn": ("qwen3-yarn-tiny", QWEN3YARN_CONFIG, "qwen3"),
 }
 
 
@@ -271,7 +347,55 @@ def hparams(cfg):
                  mlp_only=[], moe_prefix="block_sparse_moe", proj=("w1", "w3", "w2"))
     else:
         assert mt in ("llama", "qwen2", "qwen3"), mt
+    rs = cfg.get("rope_scaling")
+    if rs is not None:
+        assert rs.get("rope_type", rs.get("type")) == "yarn", rs
+        h["yarn"] = yarn_parameters(cfg, h["hd"], h["theta"])
     return h
+
+
+def yarn_parameters(cfg, head_dim, base):
+    """transformers modeling_rope_utils._compute_yarn_parameters, in float64.
+    Returns {inv_freq [dim/2], attention_factor, low, high, factor, original}."""
+    import math
+    rs = cfg["rope_scaling"]
+    assert not ({"attention_factor", "mscale", "mscale_all_dim", "partial_rotary_factor"} & set(rs)), rs
+    assert "partial_rotary_factor" not in cfg
+    dim = head_dim                                   # int(head_dim * partial_rotary_factor(1.0))
+    factor = float(rs["factor"])
+    orig = rs.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+    # The reading of the versions that re-derive factor gives the same value here.
+    assert cfg["max_position_embeddings"] / orig == factor, (cfg["max_position_embeddings"], orig, factor)
+    beta_fast = rs.get("beta_fast", 32)
+    beta_slow = rs.get("beta_slow", 1)
+    truncate = rs.get("truncate", True)
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+    attention_factor = get_mscale(factor)
+
+    def find_correction_dim(num_rotations):
+        return (dim * math.log(orig / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = find_correction_dim(beta_fast), find_correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+
+    def linear_ramp_factor(mn, mx, n):
+        if mn == mx:
+            mx += 0.001
+        return np.clip((np.arange(n, dtype=np.float64) - mn) / (mx - mn), 0.0, 1.0)
+
+    pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
+    extrapolation_factor = 1.0 - linear_ramp_factor(low, high, dim // 2)
+    inv_freq = (inv_freq_interpolation * (1.0 - extrapolation_factor)
+                + inv_freq_extrapolation * extrapolation_factor)
+    return {"inv_freq": inv_freq, "attention_factor": attention_factor, "low": low, "high": high,
+            "factor": factor, "original": orig, "beta_fast": beta_fast, "beta_slow": beta_slow}
 
 
 def is_sparse_layer(h, i):
@@ -320,7 +444,13 @@ def make_weights(cfg, seed):
             w[p + "self_attn.q_norm.weight"] = norm(hd)
             w[p + "self_attn.k_norm.weight"] = norm(hd)
         w[p + "post_attention_layernorm.weight"] = norm(d)
-        assert is_sparse_layer(h, i)
+        if not is_sparse_layer(h, i):
+            # Dense Qwen3MLP (qwen3-yarn-tiny; the MoE models here have no dense layer).
+            assert h["n_experts"] == 0
+            w[p + "mlp.gate_proj.weight"] = mat(h["ffn"], d)
+            w[p + "mlp.up_proj.weight"] = mat(h["ffn"], d)
+            w[p + "mlp.down_proj.weight"] = mat(d, h["ffn"])
+            continue
         w[p + h["moe_prefix"] + ".gate.weight"] = mat(ne, d)
         for e in range(ne):
             w[expert_name(h, p, e, 0)] = mat(fe, d)
@@ -354,14 +484,21 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def rope_rotate_half(x, positions, theta):
-    """x: [T, H, hd]; HF rotate-half RoPE."""
+def rope_rotate_half(x, positions, theta, yarn=None):
+    """x: [T, H, hd]; HF rotate-half RoPE. yarn: yarn_parameters() (inv_freq and
+    attention_scaling from _compute_yarn_parameters) or None for the default rope type."""
     hd = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    if yarn is None:
+        inv_freq = 1.0 / (theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    else:
+        inv_freq = yarn["inv_freq"]
     freqs = positions.astype(np.float64)[:, None] * inv_freq[None, :]   # [T, hd/2]
     emb = np.concatenate([freqs, freqs], axis=-1)                        # [T, hd]
     cos = np.cos(emb)[:, None, :]
     sin = np.sin(emb)[:, None, :]
+    if yarn is not None:   # Qwen3RotaryEmbedding: cos/sin * attention_scaling
+        cos = cos * yarn["attention_factor"]
+        sin = sin * yarn["attention_factor"]
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     rot = np.concatenate([-x2, x1], axis=-1)
     return x * cos + rot * sin
@@ -399,8 +536,8 @@ def attention(x, W, p, h):
         q = rms_norm(q, W[p + "self_attn.q_norm.weight"], h["eps"])
         k = rms_norm(k, W[p + "self_attn.k_norm.weight"], h["eps"])
     pos = np.arange(T)
-    q = rope_rotate_half(q, pos, h["theta"])
-    k = rope_rotate_half(k, pos, h["theta"])
+    q = rope_rotate_half(q, pos, h["theta"], h.get("yarn"))
+    k = rope_rotate_half(k, pos, h["theta"], h.get("yarn"))
     return causal_attention(q, k, v, hd) @ f("self_attn.o_proj.weight").T
 
 
@@ -547,8 +684,8 @@ def unpermute_qk(w, n_head):
 
 
 def hf_to_gguf_tensors(W, cfg, arch):
-    """llama.cpp names for LLM_ARCH_QWEN3MOE / QWEN2MOE / LLAMA (with experts); numpy shapes
-    (outermost first)."""
+    """llama.cpp names for LLM_ARCH_QWEN3MOE / QWEN2MOE / LLAMA (with experts) / QWEN3 (dense);
+    numpy shapes (outermost first)."""
     h = hparams(cfg)
     permute = arch == "llama"
     g = {}
@@ -571,6 +708,10 @@ def hf_to_gguf_tensors(W, cfg, arch):
             g[b + "attn_q_norm.weight"] = W[p + "self_attn.q_norm.weight"]
             g[b + "attn_k_norm.weight"] = W[p + "self_attn.k_norm.weight"]
         g[b + "ffn_norm.weight"] = W[p + "post_attention_layernorm.weight"]
+        if not is_sparse_layer(h, i):   # dense: LLM_ARCH_QWEN3 ffn_gate / ffn_up / ffn_down
+            for gn, hn in (("ffn_gate", "gate_proj"), ("ffn_up", "up_proj"), ("ffn_down", "down_proj")):
+                g[b + gn + ".weight"] = W[p + f"mlp.{hn}.weight"]
+            continue
         g[b + "ffn_gate_inp.weight"] = W[p + h["moe_prefix"] + ".gate.weight"]
         for which, gg in enumerate(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")):
             g[b + gg + ".weight"] = np.stack(
@@ -586,7 +727,52 @@ def hf_to_gguf_tensors(W, cfg, arch):
     return g
 
 
+def gguf_metadata_dense_qwen3(cfg, name):
+    """The keys of ../shared/testdata/models/synthetic/qwen3-qknorm/model.gguf, in its order
+    (plus general.alignment, which this script's other files carry too), and after
+    rope.dimension_count the rope.scaling keys that llama.cpp's converter
+    (conversion/base.py, TextModel.set_gguf_parameters) writes for rope_type yarn: type
+    "yarn", factor (f32), original_context_length (u32); no yarn_beta_* / yarn_attn_factor /
+    yarn_ext_factor keys, as the config has none."""
+    h = hparams(cfg)
+    a = "qwen3"
+    u32 = lambda x: (T_UINT32, int(x))
+    f32 = lambda x: (T_FLOAT32, float(x))
+    kv = [
+        ("general.architecture", (T_STRING, a)),
+        ("general.name", (T_STRING, name)),
+        ("general.alignment", u32(GGUF_ALIGNMENT)),
+        (f"{a}.context_length", u32(cfg["max_position_embeddings"])),
+        (f"{a}.embedding_length", u32(h["d"])),
+        (f"{a}.block_count", u32(h["n_layers"])),
+        (f"{a}.feed_forward_length", u32(h["ffn"])),
+        (f"{a}.attention.head_count", u32(h["nh"])),
+        (f"{a}.attention.head_count_kv", u32(h["nkv"])),
+        (f"{a}.attention.layer_norm_rms_epsilon", f32(h["eps"])),
+        (f"{a}.rope.freq_base", f32(h["theta"])),
+        (f"{a}.attention.key_length", u32(h["hd"])),
+        (f"{a}.attention.value_length", u32(h["hd"])),
+        (f"{a}.rope.dimension_count", u32(h["hd"])),
+    ]
+    if "yarn" in h:
+        y = h["yarn"]
+        kv += [
+            (f"{a}.rope.scaling.type", (T_STRING, "yarn")),
+            (f"{a}.rope.scaling.factor", f32(y["factor"])),
+            (f"{a}.rope.scaling.original_context_length", u32(y["original"])),
+        ]
+    kv += [
+        (f"{a}.vocab_size", u32(h["vocab"])),
+        ("general.file_type", u32(0)),   # LLAMA_FTYPE_ALL_F32
+        ("tokenizer.ggml.bos_token_id", u32(cfg["bos_token_id"])),
+        ("tokenizer.ggml.eos_token_id", u32(cfg["eos_token_id"])),
+    ]
+    return kv
+
+
 def gguf_metadata(cfg, arch, name):
+    if arch == "qwen3":
+        return gguf_metadata_dense_qwen3(cfg, name)
     h = hparams(cfg)
     a = arch
     u32 = lambda x: (T_UINT32, int(x))
@@ -765,12 +951,54 @@ ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen2moe": True, "qw
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False}
 
 
-def rope_ggml(x, positions, theta, n_rot, neox):
-    """x: [T, H, hd]; ggml_rope_ext over the first n_rot dims, normal or NEOX mode."""
-    freqs = positions.astype(np.float64)[:, None] * (
+def yarn_ggml(meta, n_rot, theta):
+    """llama.cpp's YaRN set-up from GGUF metadata only (None unless rope.scaling.type is
+    yarn): freq_scale, corr_dims (ggml_rope_yarn_corr_dims), ext_factor and the mscale that
+    rope_yarn multiplies cos/sin by."""
+    import math
+    a = meta["general.architecture"]
+    if meta.get(f"{a}.rope.scaling.type", "linear") != "yarn":
+        return None
+    assert f"{a}.rope.scaling.yarn_log_multiplier" not in meta
+    factor = meta.get(f"{a}.rope.scaling.factor", 0.0)
+    freq_scale = 1.0 if factor == 0.0 else 1.0 / factor
+    n_ctx_orig = meta.get(f"{a}.rope.scaling.original_context_length", meta[f"{a}.context_length"])
+    beta_fast = meta.get(f"{a}.rope.scaling.yarn_beta_fast", 32.0)
+    beta_slow = meta.get(f"{a}.rope.scaling.yarn_beta_slow", 1.0)
+    ext_factor = meta.get(f"{a}.rope.scaling.yarn_ext_factor", 1.0)   # yarn type: 1
+    rope_attn_factor = meta.get(f"{a}.rope.scaling.attn_factor", 1.0)
+    f = 1.0 / freq_scale
+    get_mscale = lambda scale, mscale: 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
+    # llama_context: yarn_attn_factor = get_mscale(factor, 1) / (1 + 0.1 ln(factor)) * attn_factor
+    yarn_attn_factor = get_mscale(f, 1.0) * (1.0 / (1.0 + 0.1 * math.log(f))) * rope_attn_factor
+    corr_dim = lambda n_r: n_rot * math.log(n_ctx_orig / (n_r * 2 * math.pi)) / (2 * math.log(theta))
+    lo = max(0.0, math.floor(corr_dim(beta_fast)))
+    hi = min(n_rot - 1.0, float(math.ceil(corr_dim(beta_slow))))
+    mscale = yarn_attn_factor
+    if ext_factor != 0.0:   # rope_yarn
+        mscale *= 1.0 + 0.1 * math.log(1.0 / freq_scale)
+    return {"freq_scale": freq_scale, "corr_dims": (lo, hi), "ext_factor": ext_factor,
+            "mscale": mscale}
+
+
+def rope_ggml(x, positions, theta, n_rot, neox, yarn=None):
+    """x: [T, H, hd]; ggml_rope_ext over the first n_rot dims, normal or NEOX mode; yarn:
+    yarn_ggml() or None (freq_scale 1, ext_factor 0, attn_factor 1)."""
+    theta_extrap = positions.astype(np.float64)[:, None] * (
         theta ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot))[None, :]   # [T, n_rot/2]
+    if yarn is None:
+        freqs = theta_extrap
+    else:   # ggml-cpu rope_yarn, i0 = 2i
+        lo, hi = yarn["corr_dims"]
+        y = (np.arange(n_rot // 2, dtype=np.float64) - lo) / max(0.001, hi - lo)
+        ramp_mix = (1.0 - np.minimum(1.0, np.maximum(0.0, y))) * yarn["ext_factor"]
+        theta_interp = yarn["freq_scale"] * theta_extrap
+        freqs = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix
     cos = np.cos(freqs)[:, None, :]
     sin = np.sin(freqs)[:, None, :]
+    if yarn is not None:
+        cos = cos * yarn["mscale"]
+        sin = sin * yarn["mscale"]
     r = x[..., :n_rot]
     if neox:
         a, b = r[..., : n_rot // 2], r[..., n_rot // 2:]
@@ -795,6 +1023,7 @@ def forward_gguf(meta, G, tokens, stats=None):
     n_rot = m("rope.dimension_count", hd)
     eps, theta = m("attention.layer_norm_rms_epsilon"), m("rope.freq_base")
     ne, k = m("expert_count", 0), m("expert_used_count", 0)
+    yarn = yarn_ggml(meta, n_rot, theta)
     f = lambda n: G[n].astype(np.float64)
     tokens = np.asarray(tokens, dtype=np.int64)
     T = tokens.size
@@ -814,8 +1043,8 @@ def forward_gguf(meta, G, tokens, stats=None):
         if b + "attn_q_norm.weight" in G:
             q = rms_norm(q, G[b + "attn_q_norm.weight"], eps)
             kk = rms_norm(kk, G[b + "attn_k_norm.weight"], eps)
-        q = rope_ggml(q, pos, theta, n_rot, ROPE_NEOX[a])
-        kk = rope_ggml(kk, pos, theta, n_rot, ROPE_NEOX[a])
+        q = rope_ggml(q, pos, theta, n_rot, ROPE_NEOX[a], yarn)
+        kk = rope_ggml(kk, pos, theta, n_rot, ROPE_NEOX[a], yarn)
         x = x + causal_attention(q, kk, v, hd) @ f(b + "attn_output.weight").T
         y = rms_norm(x, G[b + "ffn_norm.weight"], eps)
         if b + "ffn_gate_inp.weight" in G:
@@ -847,6 +1076,8 @@ def evaluate_seed(cfg, seed, seqs):
         st = []
         logits[name] = forward(W, cfg, toks, st)
         stats[name] = st
+    if h["n_experts"] == 0:   # dense: no router criteria
+        return W, logits, stats, None, [], True
     min_gap = min(float(s["gap"].min()) for st in stats.values() for s in st)
     counts = []   # per layer, tokens (on `long`) choosing each expert
     for s in stats["long"]:
@@ -887,6 +1118,28 @@ def crosscheck_dense():
                           f" (range {ref.min():.1f}..{ref.max():.1f}), argmax identical: {same}")
                     ok &= diff < tol and same
     return ok
+
+
+def shape_json_dense(model, cfg, arch, seed, margin):
+    h = hparams(cfg)
+    s = {"name": MODELS[model][0], "arch": arch, "hf_model_type": cfg["model_type"],
+         "seed": seed, "vocab": h["vocab"], "dim": h["d"], "n_layers": h["n_layers"],
+         "n_heads": h["nh"], "n_kv_heads": h["nkv"], "head_dim": h["hd"],
+         "qk_norm": h["qk_norm"], "attention_bias": h["qkv_bias"],
+         "gguf_qk_rows_permuted": False, "ffn": h["ffn"],
+         "ctx": cfg["max_position_embeddings"], "eps": h["eps"], "rope_theta": h["theta"]}
+    if "yarn" in h:
+        y = h["yarn"]
+        s["rope_scaling"] = {
+            "type": "yarn", "factor": y["factor"],
+            "original_context_length": y["original"],
+            "beta_fast": y["beta_fast"], "beta_slow": y["beta_slow"],
+            "low": y["low"], "high": y["high"],
+            "attention_factor": y["attention_factor"],
+            "inv_freq": [float(v) for v in y["inv_freq"]],
+        }
+    s.update({"tie_word_embeddings": h["tie"], "min_argmax_margin": margin})
+    return s
 
 
 def shape_json(model, cfg, arch, seed, min_gap):
@@ -931,16 +1184,23 @@ def generate(model, seqs):
     out_name, cfg, arch = MODELS[model]
     out_dir = DATA_DIR / out_name
     h = hparams(cfg)
+    dense = h["n_experts"] == 0
     print(f"== {out_name} ({cfg['architectures'][0]}, GGUF {arch})")
+    if "yarn" in h:
+        y = h["yarn"]
+        print(f"YaRN (transformers _compute_yarn_parameters, float64): factor {y['factor']:g}, "
+              f"original context {y['original']}, beta_fast {y['beta_fast']}, beta_slow {y['beta_slow']}, "
+              f"low {y['low']}, high {y['high']}, attention_factor {y['attention_factor']!r}")
+        print("YaRN inv_freq: " + ", ".join(repr(float(v)) for v in y["inv_freq"]))
     for seed in range(1, MAX_SEED + 1):
         W, logits, stats, min_gap, counts, all_used = evaluate_seed(cfg, seed, seqs)
         margin = min(float(np.min(np.diff(np.sort(lg, axis=1)[:, -2:], axis=1))) for lg in logits.values())
-        if min_gap >= MIN_ROUTER_GAP and all_used and margin >= MIN_ARGMAX_MARGIN:
+        if (dense or min_gap >= MIN_ROUTER_GAP) and all_used and margin >= MIN_ARGMAX_MARGIN:
             break
         why = []
         if margin < MIN_ARGMAX_MARGIN:
             why.append(f"argmax margin {margin:.2e} < {MIN_ARGMAX_MARGIN:g}")
-        if min_gap < MIN_ROUTER_GAP:
+        if not dense and min_gap < MIN_ROUTER_GAP:
             why.append(f"min router gap {min_gap:.2e} < {MIN_ROUTER_GAP:g}")
         if not all_used:
             why.append("an expert unused on `long`")
@@ -948,10 +1208,15 @@ def generate(model, seqs):
     else:
         sys.exit(f"{out_name}: no acceptable seed found")
 
-    print(f"seed {seed}: accepted; min router gap (k-th minus (k+1)-th prob) {min_gap:.4e}, "
-          f"min argmax margin (top-1 minus top-2 logit) {margin:.4e}")
+    if dense:
+        print(f"seed {seed}: accepted; min argmax margin (top-1 minus top-2 logit) {margin:.4e}")
+    else:
+        print(f"seed {seed}: accepted; min router gap (k-th minus (k+1)-th prob) {min_gap:.4e}, "
+              f"min argmax margin (top-1 minus top-2 logit) {margin:.4e}")
     for name, lg in logits.items():
-        print(f"logits {name:5s}: T={lg.shape[0]} range {lg.min():.4f} .. {lg.max():.4f}")
+        m = float(np.min(np.diff(np.sort(lg, axis=1)[:, -2:], axis=1)))
+        print(f"logits {name:5s}: T={lg.shape[0]} range {lg.min():.4f} .. {lg.max():.4f}"
+              + (f", min argmax margin {m:.4e}" if dense else ""))
     for i, c in enumerate(counts):
         print(f"layer {i} tokens per expert on `long` (k={h['k']}): {c.tolist()}")
 
@@ -964,7 +1229,10 @@ def generate(model, seqs):
     write_gguf(out_dir / "model.gguf", kvs, G, tok)
     for name, lg in logits.items():
         np.save(out_dir / f"numpy_logits_{name}.npy", lg.astype(np.float32))
-    shape = shape_json(model, cfg, arch, seed, min_gap)
+    if dense:
+        shape = shape_json_dense(model, cfg, arch, seed, margin)
+    else:
+        shape = shape_json(model, cfg, arch, seed, min_gap)
     (out_dir / "shape.json").write_text(json.dumps(shape, indent=1) + "\n")
 
     # Self-checks: read everything back.
@@ -992,6 +1260,9 @@ def generate(model, seqs):
                 assert not np.array_equal(gw, hw), (gn, i)
             else:
                 assert np.array_equal(gw, hw), (gn, i)
+        if dense:   # GGUF ffn_gate / ffn_up / ffn_down are the HF dense MLP
+            for gn, hn in (("ffn_gate", "gate_proj"), ("ffn_up", "up_proj"), ("ffn_down", "down_proj")):
+                assert np.array_equal(RG[f"{b}{gn}.weight"], W[f"{p}mlp.{hn}.weight"]), (gn, i)
         if h["shared_ffn"]:
             sg = RG[f"{b}ffn_gate_inp_shexp.weight"]
             assert sg.shape == (h["d"],)
@@ -1009,6 +1280,27 @@ def generate(model, seqs):
         assert diff < 1e-9 and (lg.argmax(-1) == logits[name].argmax(-1)).all(), (name, diff)
         print(f"GGUF forward ({'adjacent-pair' if not ROPE_NEOX[arch] else 'NEOX'} RoPE) on {name:5s}: "
               f"max|diff| vs HF forward {diff:.2e}")
+    if "yarn" in h:
+        # llama.cpp's YaRN from the GGUF metadata alone gives transformers' inv_freq and scale.
+        y = h["yarn"]
+        yg = yarn_ggml(meta, meta["qwen3.rope.dimension_count"], meta["qwen3.rope.freq_base"])
+        assert yg["corr_dims"] == (float(y["low"]), float(y["high"])), (yg["corr_dims"], y)
+        n_rot, base = meta["qwen3.rope.dimension_count"], meta["qwen3.rope.freq_base"]
+        xr = np.random.default_rng(0).standard_normal((len(seqs["long"]), 2, n_rot))
+        pos = np.arange(xr.shape[0])
+        rdiff = float(np.abs(rope_ggml(xr, pos, base, n_rot, True, yg)
+                             - rope_rotate_half(xr, pos, h["theta"], y)).max())
+        assert rdiff < 1e-12 and abs(yg["mscale"] - y["attention_factor"]) < 1e-15, (rdiff, yg, y)
+        print(f"YaRN from the GGUF metadata (llama.cpp): corr_dims {yg['corr_dims']}, mscale "
+              f"{yg['mscale']!r}; ggml NEOX YaRN RoPE vs HF rotate-half YaRN on positions "
+              f"0..{pos[-1]}: max|diff| {rdiff:.1e}")
+        # YaRN matters: plain RoPE (no rope_scaling) gives different logits.
+        plain = {k: v for k, v in cfg.items() if k != "rope_scaling"}
+        lp = forward(W, plain, seqs["long"])
+        dl = np.abs(lp - logits["long"]).max(axis=-1)
+        print(f"without YaRN the `long` logits differ by up to {dl.max():.3f} "
+              f"(positions < 64: {dl[:64].max():.3f}, >= 64: {dl[64:].max():.3f})")
+        assert dl.max() > 1e-2
     print(f"self-check passed: {len(G)} GGUF tensors and {len(W)} safetensors tensors read back equal")
     for p in sorted(out_dir.rglob("*")):
         if p.is_file():

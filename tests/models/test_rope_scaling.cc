@@ -1,0 +1,59 @@
+// YaRN RoPE scaling (config/model_config.h RopeScalingType::kYarn; transformers'
+// _compute_yarn_parameters, Peng et al. 2023) on tests/models/data/qwen3-yarn-tiny: a dense
+// Qwen3 with rope_scaling {yarn, factor 4, original_max_position_embeddings 64}, so its ramp
+// keeps pair 0, blends pairs 1-2 and interpolates pairs 3-7, and cos/sin carry the attention
+// factor 0.1 ln 4 + 1; the sequences run past the original 64 positions. Logits against the
+// float64 NumPy reference (scripts/references/tiny_models.py) and llama.cpp on the same GGUF
+// (rope.scaling.type yarn, original_context_length), GGUF and HF, flash and naive, chunked and not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "model_test_util.h"
+#include "tiny_models.h"
+
+namespace llmserve {
+namespace {
+
+const std::string kModel = "qwen3-yarn-tiny";
+
+TEST(Yarn, ConfigFromBothFormats) {
+  for (const char* f : {"model.gguf", "hf"}) {
+    auto file = ModelFile::open(testing::tiny_model_dir(kModel) + f);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    const ModelConfig& c = (*file)->config();
+    EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kYarn) << f;
+    EXPECT_EQ(c.rope_scaling.factor, 4.0f) << f;
+    EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64) << f;
+    EXPECT_NEAR(c.rope_attention_factor(), 0.1 * std::log(4.0) + 1.0, 1e-6) << f;
+    // The script's inv_freq (tests/models/data/qwen3-yarn-tiny/shape.json): pair 0 kept, 1-2
+    // blended, 3-7 divided by 4.
+    const std::vector<float> inv = c.rope_inv_freq();
+    const double want[] = {1.0, 0.23717082451262847, 0.05, 0.007905694150420948, 0.0025,
+                           0.000790569415042095, 0.00025, 7.905694150420948e-05};
+    ASSERT_EQ(inv.size(), 8u);
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(inv[i], want[i], want[i] * 1e-6) << f << " pair " << i;
+  }
+}
+
+TEST(Yarn, LogitsMatchNumpyAndLlamaCpp) {
+  for (const char* f : {"model.gguf", "hf"})
+    for (const char* backend : {"flash", "naive"})
+      for (const char* seq : {"short", "long"})
+        for (int32_t chunk : {2048, 7}) {
+          auto got = testing::tiny_logits(testing::tiny_model_dir(kModel) + f, testing::tiny_sequence(seq), chunk, 16,
+                                          backend);
+          ASSERT_TRUE(got.ok()) << got.status().message();
+          for (const char* who : {"numpy", "llamacpp"}) {
+            if (std::string(who) == "llamacpp" && std::string(f) != "model.gguf") continue;
+            const testing::Compare r = testing::compare(*got, testing::tiny_reference(kModel, seq, who), 512);
+            std::printf("%s %s %s chunk %d vs %s: max |diff| %.3e\n", f, backend, seq, chunk, who, r.max_diff);
+            EXPECT_EQ(r.argmax_mismatches, 0) << f << " " << backend << " " << seq << " " << who;
+            EXPECT_LE(r.max_diff, 1e-3) << f << " " << backend << " " << seq << " " << who;
+          }
+        }
+}
+
+}  // namespace
+}  // namespace llmserve
