@@ -362,6 +362,7 @@ int InspectCommand::run() {
                       {"n_experts_used", c.n_experts_used},
                       {"expert_ffn_dim", c.expert_ffn_dim},
                       {"norm_topk_prob", c.norm_topk_prob},
+                      {"shared_expert_ffn_dim", c.shared_expert_ffn_dim},
                       {"expert_parameters", cost.expert_params},
                       {"expert_bytes", cost.expert_bytes},
                       {"active_expert_parameters", cost.active_expert_params},
@@ -441,9 +442,13 @@ int InspectCommand::run() {
   rows.push_back({"bits per weight", fmt::format("{:.2f} (weight matrices)",
                                                  cost.matrix_bits_per_weight)});
   if (c.is_moe()) {
-    rows.push_back({"experts", fmt::format("{} per layer, {} used per token, width {}{}", c.n_experts,
+    rows.push_back({"experts", fmt::format("{} per layer, {} used per token, width {}{}{}", c.n_experts,
                                            c.n_experts_used, c.expert_ffn_dim,
-                                           c.norm_topk_prob ? ", top-k weights renormalised" : "")});
+                                           c.norm_topk_prob ? ", top-k weights renormalised" : "",
+                                           c.shared_expert_ffn_dim > 0
+                                               ? fmt::format(", plus a shared expert of width {} (every token)",
+                                                             c.shared_expert_ffn_dim)
+                                               : std::string())});
     rows.push_back({"  expert parameters",
                     fmt::format("{} ({}, {}) in all; {} ({}, {}) read per token", cost.expert_params,
                                 human_count(cost.expert_params), human_bytes(cost.expert_bytes),

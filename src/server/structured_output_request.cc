@@ -267,7 +267,7 @@ std::optional<ApiError> read_structured_outputs(const ojson& v, Collector& found
     } else {
       return bad_request(fmt::format("Unrecognized request argument supplied: {} "
                                      "(structured_outputs takes json, regex, choice, grammar, "
-                                     "json_object and disable_any_whitespace)",
+                                     "json_object, disable_any_whitespace and whitespace_pattern)",
                                      param),
                          p);
     }
