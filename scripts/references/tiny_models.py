@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Independent float64 NumPy references for tiny random-weight models (three mixture-of-experts
-models and a dense Qwen3 with YaRN RoPE scaling).
+models, a dense Qwen3 with YaRN RoPE scaling and a dense Phi-3 with partial rotary).
 
-Four models, one folder each under tests/models/data/ (found from this script's own path,
+Five models, one folder each under tests/models/data/ (found from this script's own path,
 so it can be run from anywhere):
 
   qwen3moe-tiny    transformers Qwen3MoeForCausalLM (qwen3_moe); GGUF arch `qwen3moe`
@@ -11,6 +11,9 @@ so it can be run from anywhere):
   qwen3-yarn-tiny  transformers Qwen3ForCausalLM (qwen3), dense, rope_scaling YaRN
                    (factor 4, original context 64); GGUF arch `qwen3` with the
                    rope.scaling.* keys
+  phi3-tiny        transformers Phi3ForCausalLM (phi3), dense, partial_rotary_factor 0.75
+                   (RoPE on 12 of the 16 head dims, as Phi-4-mini), fused qkv_proj and
+                   gate_up_proj; GGUF arch `phi3` (attn_qkv, fused ffn_up)
 
 What it writes in each folder:
 
@@ -29,9 +32,9 @@ What it writes in each folder:
 
 How to run (system Python with Debian's python3-numpy; nothing else needed):
 
-  /usr/bin/python3 scripts/references/tiny_models.py                  (all four)
+  /usr/bin/python3 scripts/references/tiny_models.py                  (all five)
   /usr/bin/python3 scripts/references/tiny_models.py --model qwen2moe (one of
-      qwen3moe, qwen2moe, mixtral, qwen3yarn, all)
+      qwen3moe, qwen2moe, mixtral, qwen3yarn, phi3, all)
   /usr/bin/python3 scripts/references/tiny_models.py --crosscheck-dense
       (first runs the shared attention / RMSNorm / dense-SwiGLU code, both the Hugging Face
        forward and the GGUF forward below, on the dense models qwen3-qknorm, qwen2-gqa-bias
@@ -47,7 +50,8 @@ expert routing is robust: the gap between the k-th and (k+1)-th largest router p
 is >= 1e-3 for every layer and token of both sequences (so a float32 engine picks the same
 experts), every expert is chosen by some token in each layer on `long`, and the top-1 logit
 leads the top-2 by >= 2e-3 at every position (so argmax comparisons are not decided by
-rounding); the dense qwen3-yarn-tiny has no router, only the argmax-margin criterion applies.
+rounding); the dense qwen3-yarn-tiny and phi3-tiny have no router, only the argmax-margin
+criterion applies.
 Rerunning reproduces every file byte for byte.
 
 Self-checks after writing: the GGUF and safetensors files are read back with the tiny readers
@@ -59,7 +63,11 @@ RoPE type and top-k normalisation for the architecture) must reproduce the Huggi
 forward's logits to 1e-9 with the same argmax. For qwen3-yarn-tiny the GGUF forward sets up
 YaRN as llama.cpp does from the GGUF metadata alone (corr dims, ramp, mscale) and its RoPE must
 equal the transformers-style one to 1e-12 on positions 0..159; the logits without YaRN are
-printed for comparison (and must differ).
+printed for comparison (and must differ). For phi3-tiny the GGUF forward splits attn_qkv and
+the fused ffn_up as llama.cpp's graph does and runs ggml NEOX RoPE over rope.dimension_count
+(12) dims, which must equal the HF partial rotate-half to 1e-12; the logits of the usual
+mistakes (full-width RoPE, wrong pair offset or frequencies, NORM RoPE, gate/up or k/v swapped)
+are printed.
 
 Sources of the semantics:
   * Hugging Face transformers, models/qwen3_moe/modeling_qwen3_moe.py:
@@ -103,6 +111,23 @@ Sources of the semantics:
     max_position_embeddings = factor * original_max_position_embeddings, so both readings
     give the same factor (asserted). Everything is computed in float64 here (transformers
     computes inv_freq in float32).
+  * transformers models/phi3/modeling_phi3.py (phi3-tiny):
+    - Phi3Attention: qkv = qkv_proj(x) (no bias), query = qkv[..., :nh*hd], key = the next
+      nkv*hd, value = the rest; head_dim = hidden_size // num_attention_heads; GQA (repeat_kv);
+      scaling head_dim^-0.5; o_proj (no bias). sliding_window null: full causal attention.
+    - Phi3RotaryEmbedding (default rope type): dim = int(head_dim * partial_rotary_factor) = 12,
+      inv_freq = 1 / base^(arange(0, dim, 2) / dim), emb = cat(freqs, freqs) [12];
+      apply_rotary_pos_emb: rotary_dim = cos.shape[-1]; q_rot, q_pass = q[..., :12],
+      q[..., 12:]; q_embed = cat(q_rot * cos + rotate_half(q_rot) * sin, q_pass) (rotate_half
+      over the 12 dims: cat(-x[6:12], x[:6])); the same for k.
+    - Phi3MLP: gate, up = gate_up_proj(x).chunk(2, -1) (rows [0, ffn) gate, [ffn, 2 ffn) up);
+      down_proj(up * act(gate)), act = silu.
+    - Phi3RMSNorm as above; Phi3DecoderLayer as below (the residual dropouts are 0).
+    llama.cpp side (LLM_ARCH_PHI3): conversion/phi.py Phi3MiniModel (the converter class
+    registered for Phi3ForCausalLM), src/models/phi3.cpp (build_qkv on the fused attn_qkv,
+    ggml_rope_ext with n_rot = rope.dimension_count, Q scaled by 1/sqrt(head_dim),
+    build_ffn(ffn_up, LLM_FFN_SWIGLU, LLM_FFN_SEQ) = ggml_swiglu: silu(first half) * second
+    half), llama_model_rope_type NEOX for phi3; rope_factors_{long,short} only for LongRoPE.
     - Decoder layer: h = x + attn(input_layernorm(x));
       out = h + mlp(post_attention_layernorm(h)); final model.norm, lm_head
       (untied). PyTorch Linear convention: y = x @ W.T (+ bias).
@@ -299,20 +324,55 @@ QWEN3YARN_CONFIG = {
     "hidden_act": "silu",
 }
 
+# Dense Phi-3 with partial rotary (as Phi-4-mini: partial_rotary_factor 0.75), fused qkv_proj
+# and gate_up_proj. No head_dim: Phi3Attention uses hidden_size // num_attention_heads (16).
+# pad_token_id null: Phi3Config's default (32000) is outside this 512-piece vocabulary and
+# nn.Embedding(padding_idx=32000) would reject it.
+PHI3_CONFIG = {
+    "architectures": ["Phi3ForCausalLM"],
+    "model_type": "phi3",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 96,
+    "partial_rotary_factor": 0.75,
+    "vocab_size": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+    "max_position_embeddings": 512,
+    "original_max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": None,
+    "sliding_window": None,
+    "hidden_act": "silu",
+    "attention_dropout": 0.0,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+}
+
+PHI3_GGUF_NAME = "phi-tiny"   # see gguf_metadata_phi3
+
 # name -> (output folder, HF config, GGUF general.architecture)
 MODELS = {
     "qwen3moe": ("qwen3moe-tiny", QWEN3MOE_CONFIG, "qwen3moe"),
     "qwen2moe": ("qwen2moe-tiny", QWEN2MOE_CONFIG, "qwen2moe"),
     "mixtral": ("mixtral-tiny", MIXTRAL_CONFIG, "llama"),
     "qwen3yarn": ("qwen3-yarn-tiny", QWEN3YARN_CONFIG, "qwen3"),
+    "phi3": ("phi3-tiny", PHI3_CONFIG, "phi3"),
 }
 
 
 def hparams(cfg):
-    """What transformers makes of an HF config (dense llama/qwen2/qwen3 and the MoE types)."""
+    """What transformers makes of an HF config (dense llama/qwen2/qwen3/phi3 and the MoE types)."""
     mt = cfg["model_type"]
     d = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
+    hd = cfg.get("head_dim") or d // nh
     h = {
         "model_type": mt,
         "d": d,
@@ -331,6 +391,10 @@ def hparams(cfg):
         "qkv_bias": True if mt in ("qwen2", "qwen2_moe") else bool(cfg.get("attention_bias", False)),
         "n_experts": 0,
         "shared_ffn": 0,
+        # Phi-3: fused qkv_proj / gate_up_proj; RoPE over the first int(head_dim *
+        # partial_rotary_factor) dims of each head only (the others models here: all of it).
+        "fused": mt == "phi3",
+        "rot": int(hd * cfg.get("partial_rotary_factor", 1.0)),
     }
     if mt in ("qwen3_moe", "qwen2_moe"):
         h.update(n_experts=cfg.get("num_experts", 0), k=cfg["num_experts_per_tok"],
@@ -346,7 +410,7 @@ def hparams(cfg):
                  expert_ffn=cfg["intermediate_size"], norm_topk=True, sparse_step=1,
                  mlp_only=[], moe_prefix="block_sparse_moe", proj=("w1", "w3", "w2"))
     else:
-        assert mt in ("llama", "qwen2", "qwen3"), mt
+        assert mt in ("llama", "qwen2", "qwen3", "phi3"), mt
     rs = cfg.get("rope_scaling")
     if rs is not None:
         assert rs.get("rope_type", rs.get("type")) == "yarn", rs
@@ -435,6 +499,15 @@ def make_weights(cfg, seed):
     for i in range(h["n_layers"]):
         p = f"model.layers.{i}."
         w[p + "input_layernorm.weight"] = norm(d)
+        if h["fused"]:
+            # Phi-3: one qkv_proj, rows [0, nh*hd) q, then nkv*hd k, then nkv*hd v.
+            w[p + "self_attn.qkv_proj.weight"] = mat((nh + 2 * nkv) * hd, d)
+            w[p + "self_attn.o_proj.weight"] = mat(d, nh * hd)
+            w[p + "post_attention_layernorm.weight"] = norm(d)
+            # Phi-3: one gate_up_proj, rows [0, ffn) gate, [ffn, 2 ffn) up.
+            w[p + "mlp.gate_up_proj.weight"] = mat(2 * h["ffn"], d)
+            w[p + "mlp.down_proj.weight"] = mat(d, h["ffn"])
+            continue
         for name, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
             w[p + f"self_attn.{name}.weight"] = mat(rows, d)
             if h["qkv_bias"]:
@@ -484,9 +557,15 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def rope_rotate_half(x, positions, theta, yarn=None):
+def rope_rotate_half(x, positions, theta, yarn=None, rot=None):
     """x: [T, H, hd]; HF rotate-half RoPE. yarn: yarn_parameters() (inv_freq and
-    attention_scaling from _compute_yarn_parameters) or None for the default rope type."""
+    attention_scaling from _compute_yarn_parameters) or None for the default rope type.
+    rot: rotary dims (< hd for partial rotary, as Phi-3's apply_rotary_pos_emb: the first rot
+    dims are rotated, rotate_half within them, with inv_freq = theta^(-arange(0, rot, 2) / rot);
+    dims rot.. pass through unchanged); None = all of hd."""
+    if rot is not None and rot < x.shape[-1]:
+        assert yarn is None
+        return np.concatenate([rope_rotate_half(x[..., :rot], positions, theta), x[..., rot:]], axis=-1)
     hd = x.shape[-1]
     if yarn is None:
         inv_freq = 1.0 / (theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
@@ -531,13 +610,22 @@ def attention(x, W, p, h):
             y = y + f(f"self_attn.{name}.bias")
         return y.reshape(T, heads, hd)
 
-    q, k, v = proj("q_proj", nh), proj("k_proj", nkv), proj("v_proj", nkv)
+    if h["fused"]:
+        # Phi3Attention: qkv = qkv_proj(x); q = qkv[:nh*hd], k = next nkv*hd, v = the rest.
+        qkv = x @ f("self_attn.qkv_proj.weight").T
+        nq, nk = nh * hd, nkv * hd
+        assert qkv.shape[1] == nq + 2 * nk
+        q = qkv[:, :nq].reshape(T, nh, hd)
+        k = qkv[:, nq:nq + nk].reshape(T, nkv, hd)
+        v = qkv[:, nq + nk:].reshape(T, nkv, hd)
+    else:
+        q, k, v = proj("q_proj", nh), proj("k_proj", nkv), proj("v_proj", nkv)
     if h["qk_norm"]:
         q = rms_norm(q, W[p + "self_attn.q_norm.weight"], h["eps"])
         k = rms_norm(k, W[p + "self_attn.k_norm.weight"], h["eps"])
     pos = np.arange(T)
-    q = rope_rotate_half(q, pos, h["theta"], h.get("yarn"))
-    k = rope_rotate_half(k, pos, h["theta"], h.get("yarn"))
+    q = rope_rotate_half(q, pos, h["theta"], h.get("yarn"), h["rot"])
+    k = rope_rotate_half(k, pos, h["theta"], h.get("yarn"), h["rot"])
     return causal_attention(q, k, v, hd) @ f("self_attn.o_proj.weight").T
 
 
@@ -604,6 +692,11 @@ def forward(W, cfg, tokens, stats=None):
         y = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         if is_sparse_layer(h, i):
             x = x + sparse_moe(y, W, p, h, stats)
+        elif h["fused"]:
+            # Phi3MLP: gate, up = gate_up_proj(y).chunk(2); down_proj(up * silu(gate)).
+            gu = y @ W[p + "mlp.gate_up_proj.weight"].astype(np.float64).T
+            g, u = gu[:, :h["ffn"]], gu[:, h["ffn"]:]
+            x = x + (u * silu(g)) @ W[p + "mlp.down_proj.weight"].astype(np.float64).T
         else:
             x = x + swiglu(y, W[p + "mlp.gate_proj.weight"], W[p + "mlp.up_proj.weight"],
                            W[p + "mlp.down_proj.weight"])
@@ -694,6 +787,15 @@ def hf_to_gguf_tensors(W, cfg, arch):
         p = f"model.layers.{i}."
         b = f"blk.{i}."
         g[b + "attn_norm.weight"] = W[p + "input_layernorm.weight"]
+        if h["fused"]:
+            # LLM_ARCH_PHI3 (convert_hf_to_gguf.py Phi3MiniModel, tensor_mapping.py): qkv_proj ->
+            # attn_qkv and gate_up_proj -> ffn_up as they are (no Q/K permutation, gate then up).
+            g[b + "attn_qkv.weight"] = W[p + "self_attn.qkv_proj.weight"]
+            g[b + "attn_output.weight"] = W[p + "self_attn.o_proj.weight"]
+            g[b + "ffn_norm.weight"] = W[p + "post_attention_layernorm.weight"]
+            g[b + "ffn_up.weight"] = W[p + "mlp.gate_up_proj.weight"]
+            g[b + "ffn_down.weight"] = W[p + "mlp.down_proj.weight"]
+            continue
         for gn, hn, heads in (("attn_q", "q_proj", h["nh"]), ("attn_k", "k_proj", h["nkv"]),
                               ("attn_v", "v_proj", None)):
             wt = W[p + f"self_attn.{hn}.weight"]
@@ -770,9 +872,52 @@ def gguf_metadata_dense_qwen3(cfg, name):
     return kv
 
 
+def gguf_metadata_phi3(cfg, name):
+    """The keys that convert_hf_to_gguf.py's Phi3MiniModel.set_gguf_parameters writes, in its
+    order: context_length, rope.scaling.original_context_length, embedding_length,
+    feed_forward_length, block_count, head_count, head_count_kv, layer_norm_rms_epsilon,
+    rope.dimension_count = int(partial_rotary_factor * hidden_size) // num_attention_heads,
+    rope.freq_base, file_type, attention.sliding_window (0 for a null sliding_window); no
+    key_length / value_length / vocab_size; no rope.scaling.attn_factor and no rope_factors
+    tensors (those are for LongRoPE's long_factor / short_factor only)."""
+    h = hparams(cfg)
+    a = "phi3"
+    u32 = lambda x: (T_UINT32, int(x))
+    f32 = lambda x: (T_FLOAT32, float(x))
+    rope_dims = int(cfg.get("partial_rotary_factor", 1.0) * h["d"]) // h["nh"]
+    assert rope_dims == h["rot"]
+    sw = cfg.get("sliding_window")
+    # general.name must not contain "phi3" / "phi-3": llama_vocab::impl::load then sets RSTRIP
+    # attributes with token_to_id.at("<|endoftext|>") (src/llama-vocab.cpp), which the
+    # stories260K vocabulary lacks, and loading fails with unordered_map::at.
+    name = PHI3_GGUF_NAME
+    assert "phi3" not in name.lower() and "phi-3" not in name.lower()
+    return [
+        ("general.architecture", (T_STRING, a)),
+        ("general.name", (T_STRING, name)),
+        ("general.alignment", u32(GGUF_ALIGNMENT)),
+        (f"{a}.context_length", u32(cfg["max_position_embeddings"])),
+        (f"{a}.rope.scaling.original_context_length", u32(cfg["original_max_position_embeddings"])),
+        (f"{a}.embedding_length", u32(h["d"])),
+        (f"{a}.feed_forward_length", u32(h["ffn"])),
+        (f"{a}.block_count", u32(h["n_layers"])),
+        (f"{a}.attention.head_count", u32(h["nh"])),
+        (f"{a}.attention.head_count_kv", u32(h["nkv"])),
+        (f"{a}.attention.layer_norm_rms_epsilon", f32(h["eps"])),
+        (f"{a}.rope.dimension_count", u32(rope_dims)),
+        (f"{a}.rope.freq_base", f32(h["theta"])),
+        ("general.file_type", u32(0)),   # LLAMA_FTYPE_ALL_F32
+        (f"{a}.attention.sliding_window", u32(0 if sw is None else sw)),
+        ("tokenizer.ggml.bos_token_id", u32(cfg["bos_token_id"])),
+        ("tokenizer.ggml.eos_token_id", u32(cfg["eos_token_id"])),
+    ]
+
+
 def gguf_metadata(cfg, arch, name):
     if arch == "qwen3":
         return gguf_metadata_dense_qwen3(cfg, name)
+    if arch == "phi3":
+        return gguf_metadata_phi3(cfg, name)
     h = hparams(cfg)
     a = arch
     u32 = lambda x: (T_UINT32, int(x))
@@ -944,10 +1089,11 @@ def read_gguf(path):
 # GGUF forward pass (float64): llama.cpp's reading of the file
 # --------------------------------------------------------------------------
 
-# llama_model_rope_type: NEOX (rotate-half) for qwen2/qwen2moe/qwen3/qwen3moe, NORM
+# llama_model_rope_type: NEOX (rotate-half) for qwen2/qwen2moe/qwen3/qwen3moe/phi3, NORM
 # (adjacent pairs) for llama. build_moe_ffn's norm_w: true for llama and qwen3moe, false
 # for qwen2moe (llama.cpp's graphs hard-code it; no GGUF key).
-ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen2moe": True, "qwen3moe": True}
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen2moe": True, "qwen3moe": True,
+             "phi3": True}
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False}
 
 
@@ -1013,8 +1159,9 @@ def rope_ggml(x, positions, theta, n_rot, neox, yarn=None):
     return np.concatenate([out, x[..., n_rot:]], axis=-1)
 
 
-def forward_gguf(meta, G, tokens, stats=None):
-    """Logits [T, vocab] from GGUF tensors and metadata only, as llama.cpp's graph computes."""
+def forward_gguf(meta, G, tokens, stats=None, neox=None):
+    """Logits [T, vocab] from GGUF tensors and metadata only, as llama.cpp's graph computes.
+    neox: override the architecture's RoPE mode (for showing what the wrong mode does)."""
     a = meta["general.architecture"]
     m = lambda key, default=None: meta.get(f"{a}.{key}", default)
     d, nh = m("embedding_length"), m("attention.head_count")
@@ -1024,6 +1171,8 @@ def forward_gguf(meta, G, tokens, stats=None):
     eps, theta = m("attention.layer_norm_rms_epsilon"), m("rope.freq_base")
     ne, k = m("expert_count", 0), m("expert_used_count", 0)
     yarn = yarn_ggml(meta, n_rot, theta)
+    neox = ROPE_NEOX[a] if neox is None else neox
+    n_ff = m("feed_forward_length")
     f = lambda n: G[n].astype(np.float64)
     tokens = np.asarray(tokens, dtype=np.int64)
     T = tokens.size
@@ -1039,12 +1188,20 @@ def forward_gguf(meta, G, tokens, stats=None):
                 z = z + f(b + name + ".bias")
             return z.reshape(T, heads, hd)
 
-        q, kk, v = proj("attn_q", nh), proj("attn_k", nkv), proj("attn_v", nkv)
+        if b + "attn_qkv.weight" in G:
+            # build_qkv: one matmul, then views of n_head, n_head_kv, n_head_kv heads.
+            qkv = y @ f(b + "attn_qkv.weight").T
+            assert qkv.shape[1] == (nh + 2 * nkv) * hd
+            q = qkv[:, :nh * hd].reshape(T, nh, hd)
+            kk = qkv[:, nh * hd:(nh + nkv) * hd].reshape(T, nkv, hd)
+            v = qkv[:, (nh + nkv) * hd:].reshape(T, nkv, hd)
+        else:
+            q, kk, v = proj("attn_q", nh), proj("attn_k", nkv), proj("attn_v", nkv)
         if b + "attn_q_norm.weight" in G:
             q = rms_norm(q, G[b + "attn_q_norm.weight"], eps)
             kk = rms_norm(kk, G[b + "attn_k_norm.weight"], eps)
-        q = rope_ggml(q, pos, theta, n_rot, ROPE_NEOX[a], yarn)
-        kk = rope_ggml(kk, pos, theta, n_rot, ROPE_NEOX[a], yarn)
+        q = rope_ggml(q, pos, theta, n_rot, neox, yarn)
+        kk = rope_ggml(kk, pos, theta, n_rot, neox, yarn)
         x = x + causal_attention(q, kk, v, hd) @ f(b + "attn_output.weight").T
         y = rms_norm(x, G[b + "ffn_norm.weight"], eps)
         if b + "ffn_gate_inp.weight" in G:
@@ -1058,6 +1215,12 @@ def forward_gguf(meta, G, tokens, stats=None):
                 out = out + gate * swiglu(y, G[b + "ffn_gate_shexp.weight"],
                                           G[b + "ffn_up_shexp.weight"], G[b + "ffn_down_shexp.weight"])
             x = x + out
+        elif b + "ffn_gate.weight" not in G:
+            # phi3: build_ffn(ffn_up only, LLM_FFN_SWIGLU, LLM_FFN_SEQ): ggml_swiglu on the
+            # fused [2 n_ff] output, silu(first half) * second half.
+            upg = y @ f(b + "ffn_up.weight").T
+            assert upg.shape[1] == 2 * n_ff
+            x = x + (silu(upg[:, :n_ff]) * upg[:, n_ff:]) @ f(b + "ffn_down.weight").T
         else:
             x = x + swiglu(y, G[b + "ffn_gate.weight"], G[b + "ffn_up.weight"], G[b + "ffn_down.weight"])
     x = rms_norm(x, G["output_norm.weight"], eps)
@@ -1140,6 +1303,98 @@ def shape_json_dense(model, cfg, arch, seed, margin):
         }
     s.update({"tie_word_embeddings": h["tie"], "min_argmax_margin": margin})
     return s
+
+
+def shape_json_phi3(model, cfg, arch, seed, margin):
+    h = hparams(cfg)
+    return {"name": MODELS[model][0], "arch": arch, "hf_model_type": cfg["model_type"],
+            "seed": seed, "vocab": h["vocab"], "dim": h["d"], "n_layers": h["n_layers"],
+            "n_heads": h["nh"], "n_kv_heads": h["nkv"], "head_dim": h["hd"],
+            "partial_rotary_factor": cfg["partial_rotary_factor"], "rope_dim": h["rot"],
+            "rope_inv_freq": [float(v) for v in
+                              1.0 / (h["theta"] ** (np.arange(0, h["rot"], 2, dtype=np.float64) / h["rot"]))],
+            "qk_norm": h["qk_norm"], "attention_bias": h["qkv_bias"],
+            "fused_qkv": {"tensor": "self_attn.qkv_proj.weight / blk.N.attn_qkv.weight",
+                          "shape": [(h["nh"] + 2 * h["nkv"]) * h["hd"], h["d"]],
+                          "q": [0, h["nh"] * h["hd"]],
+                          "k": [h["nh"] * h["hd"], (h["nh"] + h["nkv"]) * h["hd"]],
+                          "v": [(h["nh"] + h["nkv"]) * h["hd"], (h["nh"] + 2 * h["nkv"]) * h["hd"]]},
+            "fused_gate_up": {"tensor": "mlp.gate_up_proj.weight / blk.N.ffn_up.weight",
+                              "shape": [2 * h["ffn"], h["d"]],
+                              "gate": [0, h["ffn"]], "up": [h["ffn"], 2 * h["ffn"]]},
+            "gguf_qk_rows_permuted": False, "ffn": h["ffn"],
+            "ctx": cfg["max_position_embeddings"],
+            "original_ctx": cfg["original_max_position_embeddings"],
+            "eps": h["eps"], "rope_theta": h["theta"],
+            "tie_word_embeddings": h["tie"], "min_argmax_margin": margin}
+
+
+def phi3_checks(cfg, W, meta, RG, logits, seqs):
+    """Partial-rotary RoPE: ggml NEOX over n_rot = rope.dimension_count equals HF's partial
+    rotate-half; and what the usual mistakes do to the logits."""
+    h = hparams(cfg)
+    n_rot, base = meta["phi3.rope.dimension_count"], meta["phi3.rope.freq_base"]
+    assert n_rot == h["rot"] == 12
+    xr = np.random.default_rng(0).standard_normal((len(seqs["long"]), 2, h["hd"]))
+    pos = np.arange(xr.shape[0])
+    hf = rope_rotate_half(xr, pos, h["theta"], None, h["rot"])
+    rdiff = float(np.abs(rope_ggml(xr, pos, base, n_rot, True) - hf).max())
+    assert rdiff < 1e-12 and np.array_equal(hf[..., n_rot:], xr[..., n_rot:]), rdiff
+    print(f"partial RoPE: ggml NEOX (n_rot {n_rot}) vs HF rotate-half over the first {h['rot']} of "
+          f"{h['hd']} dims on positions 0..{pos[-1]}: max|diff| {rdiff:.1e}; dims {n_rot}..{h['hd'] - 1} unchanged")
+
+    def report(what, fn):
+        out = []
+        for name in ("short", "long"):
+            lg = fn(name)
+            ref = logits[name]
+            out.append(f"{name} {np.abs(lg - ref).max():.3f} ({int((lg.argmax(-1) != ref.argmax(-1)).sum())} argmax)")
+        print(f"mistake {what}: max|diff| " + ", ".join(out))
+
+    full = dict(cfg, partial_rotary_factor=1.0)
+    report("RoPE over all 16 dims (partial_rotary_factor ignored)", lambda n: forward(W, full, seqs[n]))
+    report("NEOX pairs (i, i + head_dim/2) instead of (i, i + n_rot/2)",
+           lambda n: _phi3_rope_variant(W, cfg, seqs[n], "pair_offset_hd"))
+    report("12 rotated dims but inv_freq = theta^(-2i/head_dim)",
+           lambda n: _phi3_rope_variant(W, cfg, seqs[n], "freq_hd"))
+    report("adjacent-pair (NORM) RoPE on the 12 dims", lambda n: forward_gguf(meta, RG, seqs[n], neox=False))
+    swapped = dict(RG)
+    for i in range(h["n_layers"]):
+        u = RG[f"blk.{i}.ffn_up.weight"]
+        swapped[f"blk.{i}.ffn_up.weight"] = np.concatenate([u[h["ffn"]:], u[:h["ffn"]]])
+    report("gate and up halves of gate_up_proj swapped", lambda n: forward_gguf(meta, swapped, seqs[n]))
+    kvswap = dict(RG)
+    nq, nk = h["nh"] * h["hd"], h["nkv"] * h["hd"]
+    for i in range(h["n_layers"]):
+        w = RG[f"blk.{i}.attn_qkv.weight"]
+        kvswap[f"blk.{i}.attn_qkv.weight"] = np.concatenate([w[:nq], w[nq + nk:], w[nq:nq + nk]])
+    report("k and v blocks of qkv_proj swapped", lambda n: forward_gguf(meta, kvswap, seqs[n]))
+
+
+def _phi3_rope_variant(W, cfg, tokens, variant):
+    """The HF forward with a wrong partial RoPE (only for phi3_checks' mistake table)."""
+    global rope_rotate_half
+    orig = rope_rotate_half
+
+    def wrong(x, positions, theta, yarn=None, rot=None):
+        hd = x.shape[-1]
+        half = rot // 2
+        den = hd if variant == "freq_hd" else rot
+        inv = 1.0 / (theta ** (np.arange(0, rot, 2, dtype=np.float64) / den))    # [rot/2]
+        fr = positions.astype(np.float64)[:, None, None] * inv[None, None, :]
+        c, s_ = np.cos(fr), np.sin(fr)
+        off = hd // 2 if variant == "pair_offset_hd" else half
+        out = x.copy()
+        a, b = x[..., :half], x[..., off:off + half]
+        out[..., :half] = a * c - b * s_
+        out[..., off:off + half] = a * s_ + b * c
+        return out
+
+    rope_rotate_half = wrong
+    try:
+        return forward(W, cfg, tokens)
+    finally:
+        rope_rotate_half = orig
 
 
 def shape_json(model, cfg, arch, seed, min_gap):
@@ -1229,7 +1484,9 @@ def generate(model, seqs):
     write_gguf(out_dir / "model.gguf", kvs, G, tok)
     for name, lg in logits.items():
         np.save(out_dir / f"numpy_logits_{name}.npy", lg.astype(np.float32))
-    if dense:
+    if h["fused"]:
+        shape = shape_json_phi3(model, cfg, arch, seed, margin)
+    elif dense:
         shape = shape_json_dense(model, cfg, arch, seed, margin)
     else:
         shape = shape_json(model, cfg, arch, seed, min_gap)
@@ -1252,6 +1509,14 @@ def generate(model, seqs):
         for which, gg in enumerate(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")):
             for e in range(h["n_experts"]):
                 assert np.array_equal(RG[f"{b}{gg}.weight"][e], W[expert_name(h, p, e, which)])
+        if h["fused"]:   # phi3: attn_qkv / ffn_up are HF's fused qkv_proj / gate_up_proj as is
+            assert RG[f"{b}attn_qkv.weight"].shape == ((h["nh"] + 2 * h["nkv"]) * h["hd"], h["d"])
+            assert np.array_equal(RG[f"{b}attn_qkv.weight"], W[f"{p}self_attn.qkv_proj.weight"]), i
+            assert RG[f"{b}ffn_up.weight"].shape == (2 * h["ffn"], h["d"])
+            assert np.array_equal(RG[f"{b}ffn_up.weight"], W[f"{p}mlp.gate_up_proj.weight"]), i
+            assert np.array_equal(RG[f"{b}ffn_down.weight"], W[f"{p}mlp.down_proj.weight"]), i
+            assert f"{b}ffn_gate.weight" not in RG
+            continue
         # Q/K: un-permuting the llama GGUF rows gives back HF's; qwen* are stored as in HF.
         for gn, hn, heads in (("attn_q", "q_proj", h["nh"]), ("attn_k", "k_proj", h["nkv"])):
             gw, hw = RG[f"{b}{gn}.weight"], W[f"{p}self_attn.{hn}.weight"]
@@ -1301,6 +1566,8 @@ def generate(model, seqs):
         print(f"without YaRN the `long` logits differ by up to {dl.max():.3f} "
               f"(positions < 64: {dl[:64].max():.3f}, >= 64: {dl[64:].max():.3f})")
         assert dl.max() > 1e-2
+    if h["fused"]:
+        phi3_checks(cfg, W, meta, RG, logits, seqs)
     print(f"self-check passed: {len(G)} GGUF tensors and {len(W)} safetensors tensors read back equal")
     for p in sorted(out_dir.rglob("*")):
         if p.is_file():

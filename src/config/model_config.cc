@@ -43,6 +43,8 @@ Status ModelConfig::validate() const {
       return InvalidArgument("model config: n_experts_used ({}) is more than n_experts ({})",
                              n_experts_used, n_experts);
   }
+  if (rotary_dim < 0 || rotary_dim > head_dim)
+    return InvalidArgument("model config: rotary_dim ({}) must be within head_dim ({})", rotary_dim, head_dim);
   if (rope_dim() % 2 != 0)
     return InvalidArgument("model config: RoPE dimension ({}) must be even", rope_dim());
   if (!(rms_norm_eps > 0.0f) || !(rope_theta > 0.0f) || !std::isfinite(rms_norm_eps) ||

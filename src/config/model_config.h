@@ -83,6 +83,10 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have biases (Qwen2; HF attention_bias)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
+  /// Partial rotary embeddings (Phi-3/Phi-4-mini partial_rotary_factor, GGUF
+  /// rope.dimension_count < head_dim): RoPE rotates each q/k head's first rotary_dim values,
+  /// the rest pass through; 0 = the whole head.
+  int32_t rotary_dim = 0;
 
   // Mixture of experts in every layer's MLP (Qwen3-MoE; Fedus et al. 2021, "Switch
   // Transformers"; transformers' Qwen3MoeSparseMoeBlock): n_experts > 0 marks an MoE model.
@@ -114,7 +118,9 @@ struct ModelConfig {
     return is_quantized(weight_dtype) ? DType::kF32 : weight_dtype;
   }
   /// Dimensions RoPE rotates per head: qk_rope_head_dim for MLA, else head_dim.
-  int32_t rope_dim() const { return is_mla() ? qk_rope_head_dim : head_dim; }
+  int32_t rope_dim() const {
+    return is_mla() ? qk_rope_head_dim : rotary_dim > 0 ? rotary_dim : head_dim;
+  }
   /// Width of one head of attention output (o_proj input per head).
   int32_t value_head_dim() const { return is_mla() ? v_head_dim : head_dim; }
 

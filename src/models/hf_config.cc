@@ -101,6 +101,7 @@ constexpr ArchInfo kArchs[] = {
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 32768},
     {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", 32768},
     {"qwen2_moe", "Qwen2MoeForCausalLM", "qwen2moe", 32768},
+    {"phi3", "Phi3ForCausalLM", "phi3", 4096},
     {"mixtral", "MixtralForCausalLM", "llama", 4096 * 32},
     {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 2048},
 };
@@ -175,6 +176,8 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"self_attn.v_proj.weight", "attn_v.weight"},
     {"self_attn.v_proj.bias", "attn_v.bias"},
     {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: q, k, v fused
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},       // Phi-3: gate then up (llama.cpp's ffn_up)
     {"self_attn.o_proj.bias", "attn_output.bias"},
     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
@@ -294,7 +297,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     return Unimplemented("{}: unsupported architecture (model_type \"{}\", architectures "
                          "\"{}\"); supported: LlamaForCausalLM, MistralForCausalLM, "
                          "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-                         "MixtralForCausalLM, DeepseekV2ForCausalLM",
+                         "MixtralForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM",
                          path, model_type, class_name);
   if (!class_name.empty() && class_name != info->class_name)
     return Unimplemented("{}: architectures \"{}\" is not supported for model_type \"{}\" "
@@ -362,6 +365,15 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     if (!k.has("head_dim") && c.dim % c.n_heads != 0)
       return InvalidArgument("{}: hidden_size {} is not a multiple of num_attention_heads {} "
                              "and no head_dim is given", path, c.dim, c.n_heads);
+    // transformers: dim = int(head_dim * partial_rotary_factor) of each head is rotated.
+    LLMS_ASSIGN_OR_RETURN(double partial, k.number_or("partial_rotary_factor", 1.0));
+    if (!(partial > 0.0 && partial <= 1.0))
+      return InvalidArgument("{}: partial_rotary_factor {} must be in (0, 1]", path, partial);
+    const int32_t rotary = static_cast<int32_t>(c.head_dim * partial);
+    if (rotary % 2 != 0 || rotary == 0)
+      return InvalidArgument("{}: partial_rotary_factor {} gives {} rotary dims of head_dim {}: "
+                             "must be even and positive", path, partial, rotary, c.head_dim);
+    if (rotary < c.head_dim) c.rotary_dim = rotary;
     // Qwen2's attention always has q/k/v biases (transformers hard-codes bias=True).
     LLMS_ASSIGN_OR_RETURN(c.attention_bias,
                           k.boolean_or("attention_bias", c.architecture == "qwen2" || c.architecture == "qwen2moe"));
@@ -402,7 +414,8 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     // while the context fits in the window: cap the context there (what vLLM did before it
     // implemented sliding windows) instead of computing wrong logits beyond it.
     bool sliding = k.has("sliding_window") && (info->model_type == std::string("mistral") ||
-                                                info->model_type == std::string("mixtral"));
+                                                info->model_type == std::string("mixtral") ||
+                                                info->model_type == std::string("phi3"));
     if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "qwen2moe" ||
         c.architecture == "qwen3moe") {
       LLMS_ASSIGN_OR_RETURN(sliding, k.boolean_or("use_sliding_window", false));

@@ -34,7 +34,7 @@ class QkvEpilogue final : public GemmEpilogue {
  public:
   QkvEpilogue(const ModelConfig& c, const LayerWeights& l, const float* cos, const float* sin,
               const int64_t* slots, KVCacheLayer cache, float* q_out)
-      : hd_(c.head_dim), q_dim_(int64_t{c.n_heads} * c.head_dim),
+      : hd_(c.head_dim), rd_(c.rope_dim()), q_dim_(int64_t{c.n_heads} * c.head_dim),
         kv_dim_(int64_t{c.n_kv_heads} * c.head_dim), style_(c.rope_style), eps_(c.rms_norm_eps),
         bias_(l.b_qkv.empty() ? nullptr : l.b_qkv.data()),
         q_norm_(l.q_norm.empty() ? nullptr : l.q_norm.data()),
@@ -45,7 +45,7 @@ class QkvEpilogue final : public GemmEpilogue {
 
   void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
              int64_t ldy) const override {
-    const int32_t half = hd_ / 2;
+    const int32_t half = rd_ / 2;
     for (int64_t t = m0; t < m1; ++t) {
       const float* c = cos_ + t * half;
       const float* s = sin_ + t * half;
@@ -54,11 +54,11 @@ class QkvEpilogue final : public GemmEpilogue {
         if (bias_ != nullptr) add_inplace(head, bias_ + col, hd_);
         if (col < q_dim_) {  // query head
           if (q_norm_ != nullptr) rmsnorm(head, q_norm_, head, hd_, eps_);
-          rope_head(head, hd_, c, s, style_);
+          rope_head(head, rd_, c, s, style_);  // the first rope_dim values (partial rotary)
           std::copy_n(head, hd_, q_out_ + t * q_dim_ + col);
         } else if (col < q_dim_ + kv_dim_) {  // key head: RoPE, then into the cache
           if (k_norm_ != nullptr) rmsnorm(head, k_norm_, head, hd_, eps_);
-          rope_head(head, hd_, c, s, style_);
+          rope_head(head, rd_, c, s, style_);
           store_kv_values(cache_.k, cache_.dtype, slots_[t] * kv_dim_ + (col - q_dim_), head,
                           hd_);
         } else {  // value head
@@ -70,7 +70,7 @@ class QkvEpilogue final : public GemmEpilogue {
   }
 
  private:
-  int32_t hd_;
+  int32_t hd_, rd_;
   int64_t q_dim_, kv_dim_;
   RopeStyle style_;
   float eps_;
@@ -105,10 +105,14 @@ class LlamaModel final : public Model {
       // Q, K, V (and gate, up) are stacked into one matrix each at load time, so that one
       // GEMM reads the normalised activations once (same dtype as the file; a copy).
       WeightMatrix qkv[3], gate_up[2];
-      LLMS_ASSIGN_OR_RETURN(qkv[0], w.matrix(p + "attn_q.weight", q_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(qkv[1], w.matrix(p + "attn_k.weight", kv_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(qkv[2], w.matrix(p + "attn_v.weight", kv_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(l.w_qkv, concat_rows(qkv));
+      if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {  // Phi-3: already fused
+        LLMS_ASSIGN_OR_RETURN(l.w_qkv, w.matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, dim));
+      } else {
+        LLMS_ASSIGN_OR_RETURN(qkv[0], w.matrix(p + "attn_q.weight", q_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(qkv[1], w.matrix(p + "attn_k.weight", kv_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(qkv[2], w.matrix(p + "attn_v.weight", kv_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(l.w_qkv, concat_rows(qkv));
+      }
       if (cfg_.attention_bias) {  // Qwen2: y = x·W^T + b for q, k and v
         LLMS_ASSIGN_OR_RETURN(std::vector<float> bq, w.vector(p + "attn_q.bias", q_dim));
         LLMS_ASSIGN_OR_RETURN(std::vector<float> bk, w.vector(p + "attn_k.bias", kv_dim));
@@ -139,9 +143,13 @@ class LlamaModel final : public Model {
         LLMS_ASSIGN_OR_RETURN(l.moe, load_moe_weights(w, cfg_, i));
         continue;
       }
-      LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(gate_up[1], w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
+      if (cfg_.architecture == "phi3") {  // ffn_up holds gate then up (HF gate_up_proj)
+        LLMS_ASSIGN_OR_RETURN(l.w_gate_up, w.matrix(p + "ffn_up.weight", 2 * int64_t{cfg_.ffn_dim}, dim));
+      } else {
+        LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(gate_up[1], w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
+      }
       LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
       prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
       prepare_weight(l.w_down);
@@ -159,7 +167,7 @@ class LlamaModel final : public Model {
   void forward(const ForwardBatch& b, const KVCacheLayer* kv_cache,
                const AttentionBackend& attention, ThreadPool* pool, float* logits) override {
     const int64_t T = b.num_tokens, dim = cfg_.dim, hd = cfg_.head_dim;
-    const int32_t half = cfg_.head_dim / 2;
+    const int32_t half = cfg_.rope_dim() / 2;
     const float eps = cfg_.rms_norm_eps;
     resize_scratch(T);
     // Embedding rows are converted (dequantized for quantized types) on lookup.
@@ -230,8 +238,8 @@ class LlamaModel final : public Model {
     q_.resize(T * q_dim);
     att_.resize(T * q_dim);
     h_.resize(T * cfg_.ffn_dim);
-    rope_cos_.resize(T * (cfg_.head_dim / 2));
-    rope_sin_.resize(T * (cfg_.head_dim / 2));
+    rope_cos_.resize(T * (cfg_.rope_dim() / 2));
+    rope_sin_.resize(T * (cfg_.rope_dim() / 2));
   }
 
   ModelConfig cfg_;

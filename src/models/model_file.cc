@@ -35,15 +35,16 @@ std::string first_bytes(const std::string& path) {
 Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   LLMS_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "qwen2moe" &&
-      arch != "deepseek2")
+      arch != "phi3" && arch != "deepseek2")
     return Unimplemented("{}: unsupported architecture '{}' (supported: llama, qwen2, qwen3, "
-                         "qwen2moe, qwen3moe, deepseek2)", g.path(), arch);
+                         "qwen2moe, qwen3moe, phi3, deepseek2)", g.path(), arch);
   ModelConfig c;
   c.architecture = arch;
   const std::string pre = arch + ".";
   // llama.cpp's converter permutes llama Q/K rows for adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM);
   // qwen2/qwen3 keep the HF order (NEOX, rotate-half); deepseek2 uses adjacent pairs.
-  c.rope_style = arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "qwen2moe"
+  c.rope_style = arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "qwen2moe" ||
+                         arch == "phi3"
                      ? RopeStyle::kRotateHalf
                                                      : RopeStyle::kAdjacentPairs;
   auto get_i = [&](const std::string& key) -> Expected<int32_t> {
@@ -127,10 +128,10 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     }
     if (has("rope.dimension_count")) {
       LLMS_ASSIGN_OR_RETURN(int64_t rope_dim, g.get_int(pre + "rope.dimension_count"));
-      if (rope_dim != c.head_dim)
-        return Unimplemented("{}: {}rope.dimension_count = {} but head_dim = {}: partial "
-                             "rotary embeddings are not supported", g.path(), pre, rope_dim,
-                             c.head_dim);
+      if (rope_dim <= 0 || rope_dim > c.head_dim || rope_dim % 2 != 0)
+        return InvalidArgument("{}: {}rope.dimension_count = {} must be even and within head_dim "
+                               "{}", g.path(), pre, rope_dim, c.head_dim);
+      if (rope_dim < c.head_dim) c.rotary_dim = static_cast<int32_t>(rope_dim);  // partial rotary
     }
     // qwen2 always has q/k/v biases and qwen3 always q/k norms (llama.cpp requires them);
     // llama-arch files may carry optional biases.
@@ -164,17 +165,23 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
                                pre, c.n_experts_used, c.n_experts);
     }
   }
+  int64_t window = 0;  // 0: none (llama.cpp's phi3 converter writes 0 for a null sliding_window)
   if (has("attention.sliding_window")) {
+    LLMS_ASSIGN_OR_RETURN(window, g.get_int(pre + "attention.sliding_window"));
+    if (window < 0 || window > (1LL << 31) - 1)
+      return InvalidArgument("{}: metadata {}attention.sliding_window = {} is out of range", g.path(), pre, window);
+  }
+  if (window > 0) {
     // Sliding-window attention equals full attention while the context fits in the window:
     // cap the context there (see hf_config.cc) instead of computing wrong logits beyond it.
-    LLMS_ASSIGN_OR_RETURN(int32_t window, get_i("attention.sliding_window"));
     if (window < c.max_position_embeddings) {
       std::fprintf(stderr,
                    "warning: %s: sliding window %d < context length %d; sliding-window attention "
                    "is not implemented, the context is capped at %d tokens\n",
-                   g.path().c_str(), window, c.max_position_embeddings, window);
-      c.max_position_embeddings = window;
-      c.sliding_window = window;
+                   g.path().c_str(), static_cast<int>(window), c.max_position_embeddings,
+                   static_cast<int>(window));
+      c.max_position_embeddings = static_cast<int32_t>(window);
+      c.sliding_window = static_cast<int32_t>(window);
     }
   }
 

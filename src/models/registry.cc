@@ -8,7 +8,7 @@ Expected<std::unique_ptr<Model>> create_model(const ModelFile& file,
                                               const ModelLoadOptions& options) {
   const std::string& arch = file.config().architecture;
   if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
-      arch == "qwen2moe")
+      arch == "qwen2moe" || arch == "phi3")
     return create_llama_model(file, options);
   if (arch == "deepseek2") return create_deepseek2_model(file, options);
   return Unimplemented("{}: unsupported architecture '{}'", file.path(), arch);

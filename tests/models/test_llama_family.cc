@@ -1,10 +1,14 @@
-// YaRN RoPE scaling (config/model_config.h RopeScalingType::kYarn; transformers'
-// _compute_yarn_parameters, Peng et al. 2023) on tests/models/data/qwen3-yarn-tiny: a dense
-// Qwen3 with rope_scaling {yarn, factor 4, original_max_position_embeddings 64}, so its ramp
-// keeps pair 0, blends pairs 1-2 and interpolates pairs 3-7, and cos/sin carry the attention
-// factor 0.1 ln 4 + 1; the sequences run past the original 64 positions. Logits against the
-// float64 NumPy reference (scripts/references/tiny_models.py) and llama.cpp on the same GGUF
-// (rope.scaling.type yarn, original_context_length), GGUF and HF, flash and naive, chunked and not.
+// Dense llama-family variants (models/llama.cc) on tiny random models in tests/models/data, each
+// with float64 NumPy reference logits (scripts/references/tiny_models.py) and llama.cpp's on the
+// same GGUF (scripts/references/llamacpp_reference.sh):
+//   qwen3-yarn-tiny  YaRN RoPE scaling (config/model_config.h RopeScalingType::kYarn;
+//                    transformers' _compute_yarn_parameters, Peng et al. 2023): factor 4,
+//                    original context 64, so the ramp keeps pair 0, blends pairs 1-2 and
+//                    interpolates 3-7, and cos/sin carry the attention factor 0.1 ln 4 + 1; the
+//                    sequences run past the original 64 positions
+//   phi3-tiny        Phi-3 / Phi-4-mini: fused qkv_proj (GGUF attn_qkv) and gate_up_proj (GGUF
+//                    ffn_up, gate then up), partial rotary factor 0.75 (12 of 16 dims rotated)
+// GGUF and HF, flash and naive, chunked and not.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,9 +20,8 @@
 namespace llmserve {
 namespace {
 
-const std::string kModel = "qwen3-yarn-tiny";
-
 TEST(Yarn, ConfigFromBothFormats) {
+  const std::string kModel = "qwen3-yarn-tiny";
   for (const char* f : {"model.gguf", "hf"}) {
     auto file = ModelFile::open(testing::tiny_model_dir(kModel) + f);
     ASSERT_TRUE(file.ok()) << file.status().message();
@@ -37,7 +40,20 @@ TEST(Yarn, ConfigFromBothFormats) {
   }
 }
 
-TEST(Yarn, LogitsMatchNumpyAndLlamaCpp) {
+TEST(Phi3, PartialRotaryFromBothFormats) {
+  for (const char* f : {"model.gguf", "hf"}) {
+    auto file = ModelFile::open(testing::tiny_model_dir("phi3-tiny") + f);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    EXPECT_EQ((*file)->config().architecture, "phi3") << f;
+    EXPECT_EQ((*file)->config().rope_dim(), 12) << f;
+    EXPECT_EQ((*file)->config().head_dim, 16) << f;
+  }
+}
+
+class TinyDense : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TinyDense, LogitsMatchNumpyAndLlamaCpp) {
+  const std::string kModel = GetParam();
   for (const char* f : {"model.gguf", "hf"})
     for (const char* backend : {"flash", "naive"})
       for (const char* seq : {"short", "long"})
@@ -48,12 +64,20 @@ TEST(Yarn, LogitsMatchNumpyAndLlamaCpp) {
           for (const char* who : {"numpy", "llamacpp"}) {
             if (std::string(who) == "llamacpp" && std::string(f) != "model.gguf") continue;
             const testing::Compare r = testing::compare(*got, testing::tiny_reference(kModel, seq, who), 512);
-            std::printf("%s %s %s chunk %d vs %s: max |diff| %.3e\n", f, backend, seq, chunk, who, r.max_diff);
+            std::printf("%s %s %s %s chunk %d vs %s: max |diff| %.3e\n", kModel.c_str(), f, backend, seq, chunk, who,
+                        r.max_diff);
             EXPECT_EQ(r.argmax_mismatches, 0) << f << " " << backend << " " << seq << " " << who;
             EXPECT_LE(r.max_diff, 1e-3) << f << " " << backend << " " << seq << " " << who;
           }
         }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, TinyDense, ::testing::Values("qwen3-yarn-tiny", "phi3-tiny"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace llmserve
