@@ -116,7 +116,12 @@ Expected<RopeScaling> read_rope_scaling(const Keys& k) {
   // transformers accepts "rope_type" (current) or "type" (legacy).
   LLMS_ASSIGN_OR_RETURN(std::string type, r.string_or("rope_type", ""));
   if (type.empty()) {
-    LLMS_ASSIGN_OR_RETURN(type, r.string_or("type", "default"));
+    LLMS_ASSIGN_OR_RETURN(type, r.string_or("type", ""));
+  }
+  if (type.empty()) {  // {} means none; a factor without a type has no meaning in transformers
+    if (r.has("factor"))
+      return InvalidArgument("{}: \"rope_scaling\" has a factor but no \"rope_type\"", k.file());
+    type = "default";
   }
   if (type == "default") return rs;
   if (type == "linear") {

@@ -105,7 +105,8 @@ class LlamaModel final : public Model {
       // Q, K, V (and gate, up) are stacked into one matrix each at load time, so that one
       // GEMM reads the normalised activations once (same dtype as the file; a copy).
       WeightMatrix qkv[3], gate_up[2];
-      if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {  // Phi-3: already fused
+      if (file.find_tensor(p + "attn_qkv.weight") != nullptr ||
+          (cfg_.architecture == "phi3" && file.find_tensor(p + "attn_q.weight") == nullptr)) {  // Phi-3: fused
         LLMS_ASSIGN_OR_RETURN(l.w_qkv, w.matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, dim));
       } else {
         LLMS_ASSIGN_OR_RETURN(qkv[0], w.matrix(p + "attn_q.weight", q_dim, dim));

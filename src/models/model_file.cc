@@ -211,6 +211,9 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
                             "rope.scaling.yarn_attn_factor"})
       if (has(key))
         return Unimplemented("{}: {}{} is not supported", g.path(), pre, key);
+    if (!has("rope.scaling.factor"))
+      return InvalidArgument("{}: {}rope.scaling.type is yarn but {}rope.scaling.factor is missing", g.path(),
+                             pre, pre);
     if (!(factor > 0.0) || !std::isfinite(factor))
       return InvalidArgument("{}: {}rope.scaling.type is yarn but rope.scaling.factor is {}", g.path(), pre, factor);
     c.rope_scaling.type = RopeScalingType::kYarn;
@@ -226,6 +229,8 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
       if (!(v > 0.0)) return InvalidArgument("{}: {}{} = {} must be > 0", g.path(), pre, key, v);
       *field = static_cast<float>(v);
     }
+  } else if (scaling == "none") {
+    // llama.cpp: "never scale if scaling type is none", whatever the factor says.
   } else if (factor != 0.0 && factor != 1.0) {
     if (!(factor > 0.0) || !std::isfinite(factor))
       return InvalidArgument("{}: {}rope.scaling.factor = {} must be > 0", g.path(), pre, factor);

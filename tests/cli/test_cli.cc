@@ -135,6 +135,28 @@ TEST_F(CliBadModel, NeitherGgufNorLlama2cIsNotAModelFileShownByItsFirstBytes) {
   EXPECT_EQ(r.err, "error: " + empty + ": not a model file: the file is empty\n");
 }
 
+// A sliding window shorter than --max-model-len: logits refuses it as generate and serve do
+// (sliding-window attention is not implemented; full attention past the window is wrong).
+TEST_F(CliBadModel, LogitsRefusesAContextPastTheSlidingWindow) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::temp_dir()) / "mistral_window";
+  fs::create_directories(dir);
+  const fs::path src = shared_path("testdata/models/synthetic/llama-gqa/hf");
+  fs::copy_file(src / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  std::ifstream in(src / "config.json");
+  nlohmann::json c = nlohmann::json::parse(in);
+  c["model_type"] = "mistral";
+  c["architectures"] = {"MistralForCausalLM"};
+  c["sliding_window"] = 2;
+  std::ofstream(dir / "config.json") << c.dump();
+  auto r = run_llmserve("logits " + quote(dir.string()) + " --token-ids 1,2,3 --out " +
+                        quote((dir / "x.npy").string()) + " --max-model-len 3");
+  expect_one_line_error(r, "sliding window of 2 tokens");
+  r = run_llmserve("logits " + quote(dir.string()) + " --token-ids 1,2,3 --out " + quote((dir / "x.npy").string()));
+  expect_one_line_error(r, "sliding window");
+  EXPECT_FALSE(fs::exists(dir / "x.npy"));
+}
+
 TEST_F(CliBadModel, BinWithoutTokenizerAndCorruptTokenizer) {
   expect_one_line_error(run_llmserve("generate " + quote(testing::stories_bin()) + " --prompt hi"),
                         "--tokenizer");

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "gguf_rewrite.h"
 #include "model_test_util.h"
 #include "tiny_models.h"
 
@@ -38,6 +39,25 @@ TEST(Yarn, ConfigFromBothFormats) {
     ASSERT_EQ(inv.size(), 8u);
     for (int i = 0; i < 8; ++i) EXPECT_NEAR(inv[i], want[i], want[i] * 1e-6) << f << " pair " << i;
   }
+}
+
+// GGUF rope.scaling.type "none" means no scaling whatever rope.scaling.factor says (llama.cpp:
+// "never scale if scaling type is none"); yarn without a factor is an error naming the key.
+TEST(Yarn, GgufTypeNoneIgnoresTheFactorAndYarnNeedsOne) {
+  auto g = GgufFile::open(testing::tiny_model_dir("qwen3-yarn-tiny") + "model.gguf");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::string path = ::testing::TempDir() + "/yarn_none.gguf";
+  testing::rewrite_gguf(*g, path, testing::Rewrite::kF32,
+                        {{"qwen3.rope.scaling.type", GgufValue{GgufType::kString, std::string("none")}}});
+  auto file = ModelFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ((*file)->config().rope_scaling.type, RopeScalingType::kNone);
+  auto meta = g->metadata();
+  meta.erase("qwen3.rope.scaling.factor");
+  testing::write_gguf(*g, testing::tensors_of(*g), path, &meta);
+  auto bad = ModelFile::open(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("rope.scaling.factor is missing"), std::string::npos) << bad.status().message();
 }
 
 TEST(Phi3, PartialRotaryFromBothFormats) {

@@ -215,6 +215,7 @@ TEST(HfConfigErrors, NameTheFileAndTheKey) {
       {[](json& c) { c["mlp_bias"] = true; }, {"mlp_bias"}},
       {[](json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
        {"rope_scaling", "longrope"}},
+      {[](json& c) { c["rope_scaling"] = {{"factor", 4.0}}; }, {"rope_scaling", "rope_type"}},
       {[](json& c) { c["partial_rotary_factor"] = 1.5; }, {"partial_rotary_factor", "1.5"}},
       {[](json& c) { c["partial_rotary_factor"] = 0.1875; }, {"partial_rotary_factor", "even"}},
       {[](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", -4.0}}; },
