@@ -360,19 +360,24 @@ test('hovering a row numbers its block table; clicking it opens the drill-down',
   const id = rec.idOf(apiId);
   const table = [...rec.kvs].reverse().find((k) => k.block_tables[String(id)])?.block_tables[String(id)];
   // The timeline is redrawn a few times per second: element handles go stale, so point at
-  // the row's label by its coordinates.
-  const box = await page.$eval(`[data-testid="timeline-row"][data-request-id="${id}"] text`, (e) => {
+  // the row's label by its coordinates, looked up again on every try (under load a redraw can
+  // move the row between the lookup and the hover).
+  const rowBox = () => page.$eval(`[data-testid="timeline-row"][data-request-id="${id}"] text`, (e) => {
     e.scrollIntoView({ block: 'nearest' });
     const r = e.getBoundingClientRect();
     return { x: r.x + r.width / 2, y: r.y + r.height / 2 };
   });
+  let box = await rowBox();
   await page.mouse.move(box.x, box.y);
   if (table) {
     const numbered = await until('numbered blocks', async () => {
+      box = await rowBox();
+      await page.mouse.move(0, 0);  // leave and re-enter: a redraw may have dropped the hover
+      await page.mouse.move(box.x, box.y);
       const n = await page.$$eval('[data-testid="block"][data-order]', (els) =>
         els.map((e) => [Number(e.dataset.block), Number(e.dataset.order)]));
       return n.length ? n : null;
-    }, 5000);
+    }, 15000);
     const expected = [];
     table.forEach((b, i) => { if (!expected.some(([x]) => x === b)) expected.push([b, i + 1]); });
     assert.deepEqual(numbered.sort((x, y) => x[0] - y[0]), expected.sort((x, y) => x[0] - y[0]),
@@ -381,8 +386,9 @@ test('hovering a row numbers its block table; clicking it opens the drill-down',
   } else {
     console.log(`# note: no kv snapshot held #${id}'s blocks (it ran between two snapshots)`);
   }
+  box = await rowBox();
   await page.mouse.click(box.x, box.y);
-  await page.waitForSelector(`[data-testid="request-detail"][data-request-id="${id}"]`, { timeout: 5000 });
+  await page.waitForSelector(`[data-testid="request-detail"][data-request-id="${id}"]`, { timeout: 15000 });
   const f = async (k) => page.$eval(`[data-testid="request-detail"] [data-field="${k}"]`, (e) => e.textContent);
   const info = rec.requests.get(id);
   assert.equal(await f('api_id'), apiId);
