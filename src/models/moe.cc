@@ -54,9 +54,12 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
   weights_.resize(T * K);
   expert_out_.resize(T * K * dim);
   gemm(x, T, w.router, router_logits_.data(), pool);
-  rows_.assign(E, {});
-  std::vector<float> prob(E);
-  std::vector<int32_t> order(E);
+  rows_.resize(E);  // cleared, not reallocated: this runs every layer of every step
+  for (std::vector<int32_t>& r : rows_) r.clear();
+  prob_.resize(E);
+  order_.resize(E);
+  std::vector<float>& prob = prob_;
+  std::vector<int32_t>& order = order_;
   for (int64_t t = 0; t < T; ++t) {
     // Softmax over all experts (in float32, as transformers computes it), then the top k
     // (ties to the lower expert id), renormalised to sum 1 when norm_topk_prob.

@@ -53,6 +53,8 @@ class MoeMlp {
   std::vector<int32_t> chosen_;             // [T, k] expert ids, in rank order
   std::vector<float> weights_;              // [T, k]
   std::vector<std::vector<int32_t>> rows_;  // per expert: indices t * k + rank choosing it
+  std::vector<float> prob_;                 // one token's router probabilities
+  std::vector<int32_t> order_;              // experts by probability (top-k first)
   std::vector<float> x_in_, hidden_, out_;  // [T * k, .]: the chosen rows gathered by expert, their SwiGLU, their output
   std::vector<float> expert_out_;           // [T * k, dim]: each choice's expert output
   std::vector<float> shared_hidden_, shared_out_;  // [T, shared width], [T, dim]
