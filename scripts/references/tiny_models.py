@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Independent float64 NumPy references for tiny random-weight models (three mixture-of-experts
-models, a dense Qwen3 with YaRN RoPE scaling and a dense Phi-3 with partial rotary).
+models, a dense Qwen3 with YaRN RoPE scaling, a dense Phi-3 with partial rotary and two dense
+sliding-window-attention models).
 
-Five models, one folder each under tests/models/data/ (found from this script's own path,
+Seven models, one folder each under tests/models/data/ (found from this script's own path,
 so it can be run from anywhere):
 
   qwen3moe-tiny    transformers Qwen3MoeForCausalLM (qwen3_moe); GGUF arch `qwen3moe`
@@ -14,6 +15,13 @@ so it can be run from anywhere):
   phi3-tiny        transformers Phi3ForCausalLM (phi3), dense, partial_rotary_factor 0.75
                    (RoPE on 12 of the 16 head dims, as Phi-4-mini), fused qkv_proj and
                    gate_up_proj; GGUF arch `phi3` (attn_qkv, fused ffn_up)
+  mistral-swa-tiny transformers MistralForCausalLM (mistral), dense, sliding_window 40 on
+                   every layer; GGUF arch `llama` (Q/K rows permuted) plus
+                   llama.attention.sliding_window = 40
+  qwen2-swa-tiny   transformers Qwen2ForCausalLM (qwen2), dense, q/k/v biases, 3 layers,
+                   use_sliding_window true, sliding_window 16, max_window_layers 1 (layer 0
+                   full attention, layers 1 and 2 slide); Hugging Face directory only, NO
+                   GGUF (a qwen2 GGUF has no per-layer sliding pattern: see HF_ONLY)
 
 What it writes in each folder:
 
@@ -22,7 +30,8 @@ What it writes in each folder:
   model.gguf                the same weights as a GGUF v3 file laid out as llama.cpp's
                             converter writes that architecture (all tensors F32, alignment
                             32), with the tokenizer.* metadata of the 512-piece stories260K
-                            vocabulary copied in so that llama.cpp can load it
+                            vocabulary copied in so that llama.cpp can load it (not for
+                            qwen2-swa-tiny)
   numpy_logits_short.npy    float32 logits [T, 512] for every position of the
   numpy_logits_long.npy     `short` (24) and `long` (160) token sequences of
                             ../shared/testdata/models/synthetic/sequences.json
@@ -32,9 +41,9 @@ What it writes in each folder:
 
 How to run (system Python with Debian's python3-numpy; nothing else needed):
 
-  /usr/bin/python3 scripts/references/tiny_models.py                  (all five)
+  /usr/bin/python3 scripts/references/tiny_models.py                  (all seven)
   /usr/bin/python3 scripts/references/tiny_models.py --model qwen2moe (one of
-      qwen3moe, qwen2moe, mixtral, qwen3yarn, phi3, all)
+      qwen3moe, qwen2moe, mixtral, qwen3yarn, phi3, mistralswa, qwen2swa, all)
   /usr/bin/python3 scripts/references/tiny_models.py --crosscheck-dense
       (first runs the shared attention / RMSNorm / dense-SwiGLU code, both the Hugging Face
        forward and the GGUF forward below, on the dense models qwen3-qknorm, qwen2-gqa-bias
@@ -50,8 +59,8 @@ expert routing is robust: the gap between the k-th and (k+1)-th largest router p
 is >= 1e-3 for every layer and token of both sequences (so a float32 engine picks the same
 experts), every expert is chosen by some token in each layer on `long`, and the top-1 logit
 leads the top-2 by >= 2e-3 at every position (so argmax comparisons are not decided by
-rounding); the dense qwen3-yarn-tiny and phi3-tiny have no router, only the argmax-margin
-criterion applies.
+rounding); the dense qwen3-yarn-tiny, phi3-tiny, mistral-swa-tiny and qwen2-swa-tiny have no
+router, only the argmax-margin criterion applies.
 Rerunning reproduces every file byte for byte.
 
 Self-checks after writing: the GGUF and safetensors files are read back with the tiny readers
@@ -67,7 +76,15 @@ printed for comparison (and must differ). For phi3-tiny the GGUF forward splits 
 the fused ffn_up as llama.cpp's graph does and runs ggml NEOX RoPE over rope.dimension_count
 (12) dims, which must equal the HF partial rotate-half to 1e-12; the logits of the usual
 mistakes (full-width RoPE, wrong pair offset or frequencies, NORM RoPE, gate/up or k/v swapped)
-are printed.
+are printed. For the two sliding-window models the `long` logits computed with full causal
+attention instead must equal the reference (< 1e-12) at every position before the window and
+differ from it by more than 1e-2 at every position from the window on (both asserted; `short`
+is printed too: 24 tokens are within mistral-swa-tiny's window of 40); the logits of the usual
+window mistakes (off by one either way; for qwen2-swa-tiny every layer sliding or the layer
+pattern inverted) are printed; and for mistral-swa-tiny the GGUF forward applies
+llama.attention.sliding_window to every layer and must reproduce the Hugging Face forward to
+1e-9, while without the window (llama.cpp's reading: it ignores the key for `llama`) it must
+equal the full-causal Hugging Face forward to 1e-9.
 
 Sources of the semantics:
   * Hugging Face transformers, models/qwen3_moe/modeling_qwen3_moe.py:
@@ -131,6 +148,39 @@ Sources of the semantics:
     - Decoder layer: h = x + attn(input_layernorm(x));
       out = h + mlp(post_attention_layernorm(h)); final model.norm, lm_head
       (untied). PyTorch Linear convention: y = x @ W.T (+ bias).
+  * Sliding-window attention (mistral-swa-tiny, qwen2-swa-tiny), transformers:
+    - masking_utils.py: sliding_window_overlay(w) keeps kv_idx > q_idx - w;
+      sliding_window_causal_mask_function = and_masks(sliding_window_overlay(w),
+      causal_mask_function (kv_idx <= q_idx)): the query at position i sees the keys j with
+      j <= i and i - j < w, the last w positions, itself included (eager/sdpa/flex masks are
+      all built from this function). create_sliding_window_causal_mask uses
+      config.sliding_window.
+    - models/mistral/modeling_mistral.py, MistralModel.forward: mask_function =
+      create_causal_mask if config.sliding_window is None else
+      create_sliding_window_causal_mask, one mask for every layer. MistralAttention is
+      LlamaAttention (no biases, head_dim from the config, rotate-half RoPE, GQA); MistralMLP
+      down_proj(silu(gate_proj x) * up_proj x); decoder layer and norms as llama's.
+    - models/qwen2/configuration_qwen2.py, Qwen2Config.__post_init__: sliding_window =
+      sliding_window if use_sliding_window else None; when layer_types is absent,
+      layer_types[i] = "sliding_attention" if sliding_window is not None and
+      i >= max_window_layers else "full_attention" (the config here writes that derived list,
+      and the script asserts it is the derived one). models/qwen2/modeling_qwen2.py:
+      Qwen2Attention.sliding_window = config.sliding_window for a "sliding_attention" layer,
+      else None; Qwen2Model builds causal_mask_mapping {"full_attention": create_causal_mask,
+      "sliding_attention": create_sliding_window_causal_mask} and each decoder layer takes the
+      mask of its attention_type. Qwen2Attention: q/k/v_proj with bias (hard-coded True), o_proj
+      without, head_dim = hidden_size // num_attention_heads, rotate-half RoPE, GQA; Qwen2MLP
+      as Mistral's.
+    llama.cpp (peer at d32676d7) does not apply a sliding window for `llama` or `qwen2`:
+    src/models/llama.cpp and src/models/qwen2.cpp (load_arch_hparams) never read
+    LLM_KV_ATTENTION_SLIDING_WINDOW ("%s.attention.sliding_window", src/llama-arch.cpp;
+    read by e.g. src/models/gemma2.cpp; src/models/phi3.cpp reads it and then turns SWA off),
+    no generic loader code reads it either, so hparams.swa_type stays
+    LLAMA_SWA_TYPE_NONE (src/llama-hparams.h) and their graphs use build_attn_inp_kv (no
+    iswa cache); its converter writes no sliding_window for MistralForCausalLM
+    (conversion/llama.py LlamaModel) or Qwen2ForCausalLM (conversion/qwen.py Qwen2Model).
+    Its LLAMA_SWA_TYPE_STANDARD mask (llama_hparams::is_masked_swa: masked when p1 - p0 >=
+    n_swa) is the same window as transformers'.
   * transformers models/qwen2_moe/modeling_qwen2_moe.py:
     - Qwen2MoeAttention: as Qwen2Attention, q_proj/k_proj/v_proj WITH bias, o_proj without,
       no q/k norm, head_dim = hidden_size // num_attention_heads, rotate-half RoPE, GQA.
@@ -164,7 +214,10 @@ Sources of the semantics:
     - LLM_ARCH_LLAMA (Mixtral is converted as `llama` with experts): token_embd,
       output_norm, output, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
       ffn_gate_inp, ffn_gate_exps (stacked w1), ffn_up_exps (stacked w3), ffn_down_exps
-      (stacked w2); llama.cpp's llama graph renormalises the top-k weights.
+      (stacked w2); llama.cpp's llama graph renormalises the top-k weights. Dense
+      (mistral-swa-tiny): ffn_gate, ffn_up, ffn_down instead of the router and expert
+      tensors; the metadata keys of ../shared/testdata/models/synthetic/llama-gqa/model.gguf
+      (see gguf_metadata_dense) plus llama.attention.sliding_window (u32).
     The expert tensors are the HF experts stacked outermost (numpy [n_expert, rows, cols]).
     Q/K rows: NOT permuted for qwen3moe/qwen2moe (llama.cpp uses NEOX, i.e. rotate-half,
     RoPE for them, as HF does). For `llama`, convert_hf_to_gguf.py's LlamaModel.permute,
@@ -357,6 +410,62 @@ PHI3_CONFIG = {
 
 PHI3_GGUF_NAME = "phi-tiny"   # see gguf_metadata_phi3
 
+# Dense Mistral with a sliding window on every layer (MistralModel: one mask for all layers,
+# create_sliding_window_causal_mask whenever sliding_window is not null). head_dim written, as
+# MistralConfig serialises it.
+MISTRALSWA_CONFIG = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 96,
+    "vocab_size": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 512,
+    "sliding_window": 40,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "attention_dropout": 0.0,
+}
+
+# Dense Qwen2 with a sliding window on the layers i >= max_window_layers only (Qwen2Config:
+# sliding_window kept only when use_sliding_window; layer_types derived as below and written
+# too, as current transformers serialises it). No head_dim: Qwen2Attention uses
+# hidden_size // num_attention_heads (16).
+QWEN2SWA_LAYERS = 3
+QWEN2SWA_MAX_WINDOW_LAYERS = 1
+QWEN2SWA_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 64,
+    "num_hidden_layers": QWEN2SWA_LAYERS,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 96,
+    "vocab_size": 512,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 512,
+    "use_sliding_window": True,
+    "sliding_window": 16,
+    "max_window_layers": QWEN2SWA_MAX_WINDOW_LAYERS,
+    "layer_types": ["sliding_attention" if i >= QWEN2SWA_MAX_WINDOW_LAYERS else "full_attention"
+                    for i in range(QWEN2SWA_LAYERS)],
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "attention_dropout": 0.0,
+}
+
 # name -> (output folder, HF config, GGUF general.architecture)
 MODELS = {
     "qwen3moe": ("qwen3moe-tiny", QWEN3MOE_CONFIG, "qwen3moe"),
@@ -364,7 +473,15 @@ MODELS = {
     "mixtral": ("mixtral-tiny", MIXTRAL_CONFIG, "llama"),
     "qwen3yarn": ("qwen3-yarn-tiny", QWEN3YARN_CONFIG, "qwen3"),
     "phi3": ("phi3-tiny", PHI3_CONFIG, "phi3"),
+    "mistralswa": ("mistral-swa-tiny", MISTRALSWA_CONFIG, "llama"),
+    "qwen2swa": ("qwen2-swa-tiny", QWEN2SWA_CONFIG, "qwen2"),
 }
+
+# Models written as a Hugging Face directory only. A qwen2 GGUF has no per-layer sliding
+# pattern (llama.cpp's converter writes none for Qwen2ForCausalLM and its qwen2 loader reads
+# neither attention.sliding_window nor a pattern), so a qwen2.attention.sliding_window key
+# would read as "every layer slides", which is not this model.
+HF_ONLY = {"qwen2swa"}
 
 
 def hparams(cfg):
@@ -410,12 +527,39 @@ def hparams(cfg):
                  expert_ffn=cfg["intermediate_size"], norm_topk=True, sparse_step=1,
                  mlp_only=[], moe_prefix="block_sparse_moe", proj=("w1", "w3", "w2"))
     else:
-        assert mt in ("llama", "qwen2", "qwen3", "phi3"), mt
+        assert mt in ("llama", "mistral", "qwen2", "qwen3", "phi3"), mt
+    h["windows"] = layer_windows(cfg)
     rs = cfg.get("rope_scaling")
     if rs is not None:
         assert rs.get("rope_type", rs.get("type")) == "yarn", rs
         h["yarn"] = yarn_parameters(cfg, h["hd"], h["theta"])
     return h
+
+
+def layer_windows(cfg):
+    """Per layer, the sliding window (int) or None for full causal attention, as transformers
+    reads the config:
+      * mistral (MistralModel): create_sliding_window_causal_mask for every layer when
+        sliding_window is not null, else create_causal_mask;
+      * qwen2 (Qwen2Config.__post_init__): sliding_window = sliding_window if
+        use_sliding_window else None; layer_types (when absent) = ["sliding_attention" if
+        sliding_window is not None and i >= max_window_layers else "full_attention"];
+        Qwen2Attention: sliding_window = config.sliding_window for a "sliding_attention"
+        layer, else None;
+      * every other model here: no window (sliding_window null / use_sliding_window false)."""
+    mt, n = cfg["model_type"], cfg["num_hidden_layers"]
+    if mt == "mistral":
+        sw = cfg.get("sliding_window")
+        return [sw] * n
+    if mt == "qwen2":
+        sw = cfg.get("sliding_window") if cfg.get("use_sliding_window", False) else None
+        derived = ["sliding_attention" if sw is not None and i >= cfg.get("max_window_layers", 28)
+                   else "full_attention" for i in range(n)]
+        types = cfg.get("layer_types") or derived
+        assert types == derived, (types, derived)   # the written list is the derived one
+        return [sw if t == "sliding_attention" else None for t in types]
+    assert cfg.get("sliding_window") is None and not cfg.get("use_sliding_window", False), mt
+    return [None] * n
 
 
 def yarn_parameters(cfg, head_dim, base):
@@ -583,14 +727,21 @@ def rope_rotate_half(x, positions, theta, yarn=None, rot=None):
     return x * cos + rot * sin
 
 
-def causal_attention(q, k, v, hd):
-    """q: [T, nh, hd], k/v: [T, nkv, hd] (after RoPE). GQA via repeat_kv. Returns [T, nh*hd]."""
+def causal_attention(q, k, v, hd, window=None):
+    """q: [T, nh, hd], k/v: [T, nkv, hd] (after RoPE). GQA via repeat_kv. Returns [T, nh*hd].
+    window: None for full causal attention; else the query at position i sees the keys j with
+    j <= i and i - j < window (transformers' sliding_window_overlay, kv_idx > q_idx - window,
+    and'ed with the causal mask: the last `window` positions, itself included)."""
     T, nh = q.shape[0], q.shape[1]
     rep = nh // k.shape[1]
     k = np.repeat(k, rep, axis=1)   # repeat_kv: head h -> kv head h // rep
     v = np.repeat(v, rep, axis=1)
     scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)   # [H, T, T]
     mask = np.triu(np.ones((T, T), dtype=bool), k=1)
+    if window is not None:
+        assert window >= 1
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        mask = mask | (i - j >= window)
     scores = np.where(mask[None], -np.inf, scores)
     scores = scores - scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores)
@@ -598,8 +749,9 @@ def causal_attention(q, k, v, hd):
     return np.einsum("hts,shd->thd", probs, v).reshape(T, nh * hd)
 
 
-def attention(x, W, p, h):
-    """x: [T, d] (already input_layernorm'ed). Full causal attention, pos 0.."""
+def attention(x, W, p, h, window=None):
+    """x: [T, d] (already input_layernorm'ed). Causal attention (sliding when window is not
+    None, see causal_attention), pos 0.."""
     T = x.shape[0]
     nh, nkv, hd = h["nh"], h["nkv"], h["hd"]
     f = lambda n: W[p + n].astype(np.float64)
@@ -626,7 +778,7 @@ def attention(x, W, p, h):
     pos = np.arange(T)
     q = rope_rotate_half(q, pos, h["theta"], h.get("yarn"), h["rot"])
     k = rope_rotate_half(k, pos, h["theta"], h.get("yarn"), h["rot"])
-    return causal_attention(q, k, v, hd) @ f("self_attn.o_proj.weight").T
+    return causal_attention(q, k, v, hd, window) @ f("self_attn.o_proj.weight").T
 
 
 def swiglu(x, gate_w, up_w, down_w):
@@ -678,17 +830,21 @@ def sparse_moe(x, W, p, h, stats):
     return out
 
 
-def forward(W, cfg, tokens, stats=None):
-    """Returns float64 logits [T, vocab]. stats (list) gets one entry per sparse layer."""
+def forward(W, cfg, tokens, stats=None, windows=None):
+    """Returns float64 logits [T, vocab]. stats (list) gets one entry per sparse layer.
+    windows: per-layer sliding windows overriding the config's (for the window checks)."""
     if stats is None:
         stats = []
     h = hparams(cfg)
+    if windows is not None:
+        assert len(windows) == h["n_layers"]
+        h["windows"] = list(windows)
     tokens = np.asarray(tokens, dtype=np.int64)
     eps = h["eps"]
     x = W["model.embed_tokens.weight"].astype(np.float64)[tokens]
     for i in range(h["n_layers"]):
         p = f"model.layers.{i}."
-        x = x + attention(rms_norm(x, W[p + "input_layernorm.weight"], eps), W, p, h)
+        x = x + attention(rms_norm(x, W[p + "input_layernorm.weight"], eps), W, p, h, h["windows"][i])
         y = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         if is_sparse_layer(h, i):
             x = x + sparse_moe(y, W, p, h, stats)
@@ -829,15 +985,24 @@ def hf_to_gguf_tensors(W, cfg, arch):
     return g
 
 
-def gguf_metadata_dense_qwen3(cfg, name):
-    """The keys of ../shared/testdata/models/synthetic/qwen3-qknorm/model.gguf, in its order
-    (plus general.alignment, which this script's other files carry too), and after
+def gguf_metadata_dense(cfg, arch, name):
+    """Dense qwen3 / llama files: the keys of ../shared/testdata/models/synthetic/
+    qwen3-qknorm/model.gguf (and llama-gqa/model.gguf, the same keys in the same order), in
+    that order (plus general.alignment, which this script's other files carry too), and after
     rope.dimension_count the rope.scaling keys that llama.cpp's converter
     (conversion/base.py, TextModel.set_gguf_parameters) writes for rope_type yarn: type
     "yarn", factor (f32), original_context_length (u32); no yarn_beta_* / yarn_attn_factor /
-    yarn_ext_factor keys, as the config has none."""
+    yarn_ext_factor keys, as the config has none.
+    A model whose every layer slides (mistral-swa-tiny) gets {arch}.attention.sliding_window
+    (u32) after them: the key llama.cpp names LLM_KV_ATTENTION_SLIDING_WINDOW
+    ("%s.attention.sliding_window", src/llama-arch.cpp) and reads for e.g. gemma2;
+    with no sliding_window_pattern key it means one window on every layer. llama.cpp's
+    converter writes no such key for MistralForCausalLM (conversion/llama.py LlamaModel) and
+    its llama loader (src/models/llama.cpp) does not read it, so llama.cpp runs this file
+    with full causal attention."""
     h = hparams(cfg)
-    a = "qwen3"
+    a = arch
+    assert arch in ("qwen3", "llama") and h["n_experts"] == 0, arch
     u32 = lambda x: (T_UINT32, int(x))
     f32 = lambda x: (T_FLOAT32, float(x))
     kv = [
@@ -863,6 +1028,10 @@ def gguf_metadata_dense_qwen3(cfg, name):
             (f"{a}.rope.scaling.factor", f32(y["factor"])),
             (f"{a}.rope.scaling.original_context_length", u32(y["original"])),
         ]
+    ws = set(h["windows"])
+    if ws != {None}:
+        assert len(ws) == 1, h["windows"]   # one window on every layer: no pattern key needed
+        kv += [(f"{a}.attention.sliding_window", u32(h["windows"][0]))]
     kv += [
         (f"{a}.vocab_size", u32(h["vocab"])),
         ("general.file_type", u32(0)),   # LLAMA_FTYPE_ALL_F32
@@ -914,11 +1083,12 @@ def gguf_metadata_phi3(cfg, name):
 
 
 def gguf_metadata(cfg, arch, name):
-    if arch == "qwen3":
-        return gguf_metadata_dense_qwen3(cfg, name)
     if arch == "phi3":
         return gguf_metadata_phi3(cfg, name)
     h = hparams(cfg)
+    if arch == "qwen3" or (arch == "llama" and h["n_experts"] == 0):
+        return gguf_metadata_dense(cfg, arch, name)
+    assert set(h["windows"]) == {None}
     a = arch
     u32 = lambda x: (T_UINT32, int(x))
     f32 = lambda x: (T_FLOAT32, float(x))
@@ -1159,11 +1329,17 @@ def rope_ggml(x, positions, theta, n_rot, neox, yarn=None):
     return np.concatenate([out, x[..., n_rot:]], axis=-1)
 
 
-def forward_gguf(meta, G, tokens, stats=None, neox=None):
+def forward_gguf(meta, G, tokens, stats=None, neox=None, swa=True):
     """Logits [T, vocab] from GGUF tensors and metadata only, as llama.cpp's graph computes.
-    neox: override the architecture's RoPE mode (for showing what the wrong mode does)."""
+    neox: override the architecture's RoPE mode (for showing what the wrong mode does).
+    {arch}.attention.sliding_window (absent or 0: none), with no sliding_window_pattern key,
+    is applied to every layer (transformers' window: j <= i and i - j < window, the same as
+    llama.cpp's LLAMA_SWA_TYPE_STANDARD, masked when p1 - p0 >= n_swa). That is not what
+    llama.cpp does for arch llama, whose loader ignores the key; swa=False gives its reading."""
     a = meta["general.architecture"]
     m = lambda key, default=None: meta.get(f"{a}.{key}", default)
+    assert m("attention.sliding_window_pattern") is None
+    window = (m("attention.sliding_window", 0) or None) if swa else None
     d, nh = m("embedding_length"), m("attention.head_count")
     nkv = m("attention.head_count_kv", nh)
     hd = m("attention.key_length", d // nh)
@@ -1202,7 +1378,7 @@ def forward_gguf(meta, G, tokens, stats=None, neox=None):
             kk = rms_norm(kk, G[b + "attn_k_norm.weight"], eps)
         q = rope_ggml(q, pos, theta, n_rot, neox, yarn)
         kk = rope_ggml(kk, pos, theta, n_rot, neox, yarn)
-        x = x + causal_attention(q, kk, v, hd) @ f(b + "attn_output.weight").T
+        x = x + causal_attention(q, kk, v, hd, window) @ f(b + "attn_output.weight").T
         y = rms_norm(x, G[b + "ffn_norm.weight"], eps)
         if b + "ffn_gate_inp.weight" in G:
             assert G[b + "ffn_gate_inp.weight"].shape[0] == ne
@@ -1283,14 +1459,26 @@ def crosscheck_dense():
     return ok
 
 
-def shape_json_dense(model, cfg, arch, seed, margin):
+def shape_json_dense(model, cfg, arch, seed, margin, window_stats=None):
     h = hparams(cfg)
     s = {"name": MODELS[model][0], "arch": arch, "hf_model_type": cfg["model_type"],
          "seed": seed, "vocab": h["vocab"], "dim": h["d"], "n_layers": h["n_layers"],
          "n_heads": h["nh"], "n_kv_heads": h["nkv"], "head_dim": h["hd"],
-         "qk_norm": h["qk_norm"], "attention_bias": h["qkv_bias"],
-         "gguf_qk_rows_permuted": False, "ffn": h["ffn"],
-         "ctx": cfg["max_position_embeddings"], "eps": h["eps"], "rope_theta": h["theta"]}
+         "qk_norm": h["qk_norm"], "attention_bias": h["qkv_bias"]}
+    if model in HF_ONLY:
+        s["gguf"] = False
+    else:
+        s["gguf_qk_rows_permuted"] = arch == "llama"
+    s.update({"ffn": h["ffn"],
+              "ctx": cfg["max_position_embeddings"], "eps": h["eps"], "rope_theta": h["theta"]})
+    if set(h["windows"]) != {None}:
+        s["sliding_window"] = next(w for w in h["windows"] if w is not None)
+        if "use_sliding_window" in cfg:
+            s["use_sliding_window"] = cfg["use_sliding_window"]
+            s["max_window_layers"] = cfg["max_window_layers"]
+        s["layer_types"] = ["sliding_attention" if w is not None else "full_attention"
+                            for w in h["windows"]]
+        s["window_vs_full_causal"] = window_stats
     if "yarn" in h:
         y = h["yarn"]
         s["rope_scaling"] = {
@@ -1435,12 +1623,72 @@ def shape_json(model, cfg, arch, seed, min_gap):
     return s
 
 
+def _window_diffs(lg, ref):
+    """Per-position max|diff| of two logit arrays, and how many positions' argmax differ."""
+    d = np.abs(lg - ref).max(axis=-1)
+    changed = int((lg.argmax(-1) != ref.argmax(-1)).sum())
+    return d, changed
+
+
+def sliding_window_checks(W, cfg, logits, seqs):
+    """The window matters: full causal attention gives the same logits before position w
+    (< 1e-12) and different ones (> 1e-2) after on `long`; and what the usual mistakes do."""
+    h = hparams(cfg)
+    n = h["n_layers"]
+    w = next(x for x in h["windows"] if x is not None)
+    assert set(h["windows"]) <= {None, w}
+    stats = {}
+    for name, toks in seqs.items():
+        full = forward(W, cfg, toks, windows=[None] * n)
+        d, changed = _window_diffs(full, logits[name])
+        before = float(d[:w].max())
+        after = d[w:]
+        line = (f"full causal vs window {w} on {name:5s} (T={len(toks)}): positions < {w}: "
+                f"max|diff| {before:.1e}")
+        if after.size:
+            line += (f"; positions >= {w}: max|diff| {after.max():.3f}, smallest per-position "
+                     f"max|diff| {after.min():.3f} (at {w + int(after.argmin())}), "
+                     f"argmax changed at {changed} positions")
+        else:
+            line += f" (no position >= {w}: the window does not matter here)"
+        print(line)
+        assert before < 1e-12, (name, before)
+        stats[name] = {"max_abs_diff_before_window": before,
+                       "max_abs_diff_from_window": float(after.max()) if after.size else None,
+                       "min_per_position_max_abs_diff_from_window":
+                           float(after.min()) if after.size else None,
+                       "argmax_changed_positions": changed}
+    assert stats["long"]["max_abs_diff_from_window"] > 1e-2, stats["long"]
+    assert stats["long"]["min_per_position_max_abs_diff_from_window"] > 1e-2, stats["long"]
+
+    def report(what, windows):
+        out = []
+        for name, toks in seqs.items():
+            lg = forward(W, cfg, toks, windows=windows)
+            out.append(f"{name} {np.abs(lg - logits[name]).max():.3f} "
+                       f"({int((lg.argmax(-1) != logits[name].argmax(-1)).sum())} argmax)")
+        print(f"mistake {what}: max|diff| " + ", ".join(out))
+
+    sw = lambda ww: [ww if x is not None else None for x in h["windows"]]
+    report(f"window {w + 1} (i - j <= {w}: the key at distance {w} kept)", sw(w + 1))
+    report(f"window {w - 1} (the query's own position not counted)", sw(w - 1))
+    if None in h["windows"]:
+        report("every layer slides (a GGUF sliding_window key read without a pattern)", [w] * n)
+        report("the pattern inverted (layers < max_window_layers slide)",
+               [None if x is not None else w for x in h["windows"]])
+    return stats
+
+
 def generate(model, seqs):
     out_name, cfg, arch = MODELS[model]
     out_dir = DATA_DIR / out_name
     h = hparams(cfg)
     dense = h["n_experts"] == 0
-    print(f"== {out_name} ({cfg['architectures'][0]}, GGUF {arch})")
+    gguf = model not in HF_ONLY
+    sliding = set(h["windows"]) != {None}
+    print(f"== {out_name} ({cfg['architectures'][0]}, " + (f"GGUF {arch})" if gguf else "no GGUF)"))
+    if sliding:
+        print("sliding windows per layer (None = full causal): " + ", ".join(map(str, h["windows"])))
     if "yarn" in h:
         y = h["yarn"]
         print(f"YaRN (transformers _compute_yarn_parameters, float64): factor {y['factor']:g}, "
@@ -1475,100 +1723,117 @@ def generate(model, seqs):
     for i, c in enumerate(counts):
         print(f"layer {i} tokens per expert on `long` (k={h['k']}): {c.tolist()}")
 
+    window_stats = sliding_window_checks(W, cfg, logits, seqs) if sliding else None
+
     (out_dir / "hf").mkdir(parents=True, exist_ok=True)
     (out_dir / "hf" / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     write_safetensors(out_dir / "hf" / "model.safetensors", W)
-    G = hf_to_gguf_tensors(W, cfg, arch)
-    kvs = gguf_metadata(cfg, arch, out_name)
-    tok = tokenizer_kvs_raw(TOKENIZER_GGUF, {k for k, _ in kvs})
-    write_gguf(out_dir / "model.gguf", kvs, G, tok)
+    if gguf:
+        G = hf_to_gguf_tensors(W, cfg, arch)
+        kvs = gguf_metadata(cfg, arch, out_name)
+        tok = tokenizer_kvs_raw(TOKENIZER_GGUF, {k for k, _ in kvs})
+        write_gguf(out_dir / "model.gguf", kvs, G, tok)
+    else:
+        assert not (out_dir / "model.gguf").exists(), "remove the stale model.gguf"
     for name, lg in logits.items():
         np.save(out_dir / f"numpy_logits_{name}.npy", lg.astype(np.float32))
     if h["fused"]:
         shape = shape_json_phi3(model, cfg, arch, seed, margin)
     elif dense:
-        shape = shape_json_dense(model, cfg, arch, seed, margin)
+        shape = shape_json_dense(model, cfg, arch, seed, margin, window_stats)
     else:
         shape = shape_json(model, cfg, arch, seed, min_gap)
     (out_dir / "shape.json").write_text(json.dumps(shape, indent=1) + "\n")
 
     # Self-checks: read everything back.
-    meta, RG = read_gguf(out_dir / "model.gguf")
-    assert set(RG) == set(G), sorted(set(RG) ^ set(G))
-    for n, t in G.items():
-        assert RG[n].shape == t.shape and np.array_equal(RG[n], t), n
-    for key, (typ, val) in kvs:
-        assert meta["__types__"][key] == typ, key
-        if typ == T_FLOAT32:
-            assert meta[key] == float(np.float32(val)), key
-        else:
-            assert meta[key] == val, key
-    for i in range(h["n_layers"]):
-        p, b = f"model.layers.{i}.", f"blk.{i}."
-        # GGUF expert tensors equal the HF per-expert tensors.
-        for which, gg in enumerate(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")):
-            for e in range(h["n_experts"]):
-                assert np.array_equal(RG[f"{b}{gg}.weight"][e], W[expert_name(h, p, e, which)])
-        if h["fused"]:   # phi3: attn_qkv / ffn_up are HF's fused qkv_proj / gate_up_proj as is
-            assert RG[f"{b}attn_qkv.weight"].shape == ((h["nh"] + 2 * h["nkv"]) * h["hd"], h["d"])
-            assert np.array_equal(RG[f"{b}attn_qkv.weight"], W[f"{p}self_attn.qkv_proj.weight"]), i
-            assert RG[f"{b}ffn_up.weight"].shape == (2 * h["ffn"], h["d"])
-            assert np.array_equal(RG[f"{b}ffn_up.weight"], W[f"{p}mlp.gate_up_proj.weight"]), i
-            assert np.array_equal(RG[f"{b}ffn_down.weight"], W[f"{p}mlp.down_proj.weight"]), i
-            assert f"{b}ffn_gate.weight" not in RG
-            continue
-        # Q/K: un-permuting the llama GGUF rows gives back HF's; qwen* are stored as in HF.
-        for gn, hn, heads in (("attn_q", "q_proj", h["nh"]), ("attn_k", "k_proj", h["nkv"])):
-            gw, hw = RG[f"{b}{gn}.weight"], W[f"{p}self_attn.{hn}.weight"]
-            if arch == "llama":
-                assert np.array_equal(unpermute_qk(gw, heads), hw), (gn, i)
-                assert not np.array_equal(gw, hw), (gn, i)
-            else:
-                assert np.array_equal(gw, hw), (gn, i)
-        if dense:   # GGUF ffn_gate / ffn_up / ffn_down are the HF dense MLP
-            for gn, hn in (("ffn_gate", "gate_proj"), ("ffn_up", "up_proj"), ("ffn_down", "down_proj")):
-                assert np.array_equal(RG[f"{b}{gn}.weight"], W[f"{p}mlp.{hn}.weight"]), (gn, i)
-        if h["shared_ffn"]:
-            sg = RG[f"{b}ffn_gate_inp_shexp.weight"]
-            assert sg.shape == (h["d"],)
-            assert np.array_equal(sg.reshape(1, -1), W[f"{p}mlp.shared_expert_gate.weight"])
     RS = read_safetensors(out_dir / "hf" / "model.safetensors")
     assert set(RS) == set(W)
     for n, t in W.items():
         assert RS[n].shape == t.shape and np.array_equal(RS[n], t), n
     for name, lg in logits.items():
         assert np.array_equal(np.load(out_dir / f"numpy_logits_{name}.npy"), lg.astype(np.float32))
-    # An independent forward over the GGUF alone (llama.cpp's reading) gives the same logits.
-    for name, toks in seqs.items():
-        lg = forward_gguf(meta, RG, toks)
-        diff = float(np.abs(lg - logits[name]).max())
-        assert diff < 1e-9 and (lg.argmax(-1) == logits[name].argmax(-1)).all(), (name, diff)
-        print(f"GGUF forward ({'adjacent-pair' if not ROPE_NEOX[arch] else 'NEOX'} RoPE) on {name:5s}: "
-              f"max|diff| vs HF forward {diff:.2e}")
-    if "yarn" in h:
-        # llama.cpp's YaRN from the GGUF metadata alone gives transformers' inv_freq and scale.
-        y = h["yarn"]
-        yg = yarn_ggml(meta, meta["qwen3.rope.dimension_count"], meta["qwen3.rope.freq_base"])
-        assert yg["corr_dims"] == (float(y["low"]), float(y["high"])), (yg["corr_dims"], y)
-        n_rot, base = meta["qwen3.rope.dimension_count"], meta["qwen3.rope.freq_base"]
-        xr = np.random.default_rng(0).standard_normal((len(seqs["long"]), 2, n_rot))
-        pos = np.arange(xr.shape[0])
-        rdiff = float(np.abs(rope_ggml(xr, pos, base, n_rot, True, yg)
-                             - rope_rotate_half(xr, pos, h["theta"], y)).max())
-        assert rdiff < 1e-12 and abs(yg["mscale"] - y["attention_factor"]) < 1e-15, (rdiff, yg, y)
-        print(f"YaRN from the GGUF metadata (llama.cpp): corr_dims {yg['corr_dims']}, mscale "
-              f"{yg['mscale']!r}; ggml NEOX YaRN RoPE vs HF rotate-half YaRN on positions "
-              f"0..{pos[-1]}: max|diff| {rdiff:.1e}")
-        # YaRN matters: plain RoPE (no rope_scaling) gives different logits.
-        plain = {k: v for k, v in cfg.items() if k != "rope_scaling"}
-        lp = forward(W, plain, seqs["long"])
-        dl = np.abs(lp - logits["long"]).max(axis=-1)
-        print(f"without YaRN the `long` logits differ by up to {dl.max():.3f} "
-              f"(positions < 64: {dl[:64].max():.3f}, >= 64: {dl[64:].max():.3f})")
-        assert dl.max() > 1e-2
-    if h["fused"]:
-        phi3_checks(cfg, W, meta, RG, logits, seqs)
-    print(f"self-check passed: {len(G)} GGUF tensors and {len(W)} safetensors tensors read back equal")
+    if gguf:
+        meta, RG = read_gguf(out_dir / "model.gguf")
+        assert set(RG) == set(G), sorted(set(RG) ^ set(G))
+        for n, t in G.items():
+            assert RG[n].shape == t.shape and np.array_equal(RG[n], t), n
+        for key, (typ, val) in kvs:
+            assert meta["__types__"][key] == typ, key
+            if typ == T_FLOAT32:
+                assert meta[key] == float(np.float32(val)), key
+            else:
+                assert meta[key] == val, key
+        for i in range(h["n_layers"]):
+            p, b = f"model.layers.{i}.", f"blk.{i}."
+            # GGUF expert tensors equal the HF per-expert tensors.
+            for which, gg in enumerate(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")):
+                for e in range(h["n_experts"]):
+                    assert np.array_equal(RG[f"{b}{gg}.weight"][e], W[expert_name(h, p, e, which)])
+            if h["fused"]:   # phi3: attn_qkv / ffn_up are HF's fused qkv_proj / gate_up_proj as is
+                assert RG[f"{b}attn_qkv.weight"].shape == ((h["nh"] + 2 * h["nkv"]) * h["hd"], h["d"])
+                assert np.array_equal(RG[f"{b}attn_qkv.weight"], W[f"{p}self_attn.qkv_proj.weight"]), i
+                assert RG[f"{b}ffn_up.weight"].shape == (2 * h["ffn"], h["d"])
+                assert np.array_equal(RG[f"{b}ffn_up.weight"], W[f"{p}mlp.gate_up_proj.weight"]), i
+                assert np.array_equal(RG[f"{b}ffn_down.weight"], W[f"{p}mlp.down_proj.weight"]), i
+                assert f"{b}ffn_gate.weight" not in RG
+                continue
+            # Q/K: un-permuting the llama GGUF rows gives back HF's; qwen* are stored as in HF.
+            for gn, hn, heads in (("attn_q", "q_proj", h["nh"]), ("attn_k", "k_proj", h["nkv"])):
+                gw, hw = RG[f"{b}{gn}.weight"], W[f"{p}self_attn.{hn}.weight"]
+                if arch == "llama":
+                    assert np.array_equal(unpermute_qk(gw, heads), hw), (gn, i)
+                    assert not np.array_equal(gw, hw), (gn, i)
+                else:
+                    assert np.array_equal(gw, hw), (gn, i)
+            if dense:   # GGUF ffn_gate / ffn_up / ffn_down are the HF dense MLP
+                for gn, hn in (("ffn_gate", "gate_proj"), ("ffn_up", "up_proj"), ("ffn_down", "down_proj")):
+                    assert np.array_equal(RG[f"{b}{gn}.weight"], W[f"{p}mlp.{hn}.weight"]), (gn, i)
+            if h["shared_ffn"]:
+                sg = RG[f"{b}ffn_gate_inp_shexp.weight"]
+                assert sg.shape == (h["d"],)
+                assert np.array_equal(sg.reshape(1, -1), W[f"{p}mlp.shared_expert_gate.weight"])
+        # An independent forward over the GGUF alone (llama.cpp's reading) gives the same logits.
+        for name, toks in seqs.items():
+            lg = forward_gguf(meta, RG, toks)
+            diff = float(np.abs(lg - logits[name]).max())
+            assert diff < 1e-9 and (lg.argmax(-1) == logits[name].argmax(-1)).all(), (name, diff)
+            print(f"GGUF forward ({'adjacent-pair' if not ROPE_NEOX[arch] else 'NEOX'} RoPE) on {name:5s}: "
+                  f"max|diff| vs HF forward {diff:.2e}")
+        if "yarn" in h:
+            # llama.cpp's YaRN from the GGUF metadata alone gives transformers' inv_freq and scale.
+            y = h["yarn"]
+            yg = yarn_ggml(meta, meta["qwen3.rope.dimension_count"], meta["qwen3.rope.freq_base"])
+            assert yg["corr_dims"] == (float(y["low"]), float(y["high"])), (yg["corr_dims"], y)
+            n_rot, base = meta["qwen3.rope.dimension_count"], meta["qwen3.rope.freq_base"]
+            xr = np.random.default_rng(0).standard_normal((len(seqs["long"]), 2, n_rot))
+            pos = np.arange(xr.shape[0])
+            rdiff = float(np.abs(rope_ggml(xr, pos, base, n_rot, True, yg)
+                                 - rope_rotate_half(xr, pos, h["theta"], y)).max())
+            assert rdiff < 1e-12 and abs(yg["mscale"] - y["attention_factor"]) < 1e-15, (rdiff, yg, y)
+            print(f"YaRN from the GGUF metadata (llama.cpp): corr_dims {yg['corr_dims']}, mscale "
+                  f"{yg['mscale']!r}; ggml NEOX YaRN RoPE vs HF rotate-half YaRN on positions "
+                  f"0..{pos[-1]}: max|diff| {rdiff:.1e}")
+            # YaRN matters: plain RoPE (no rope_scaling) gives different logits.
+            plain = {k: v for k, v in cfg.items() if k != "rope_scaling"}
+            lp = forward(W, plain, seqs["long"])
+            dl = np.abs(lp - logits["long"]).max(axis=-1)
+            print(f"without YaRN the `long` logits differ by up to {dl.max():.3f} "
+                  f"(positions < 64: {dl[:64].max():.3f}, >= 64: {dl[64:].max():.3f})")
+            assert dl.max() > 1e-2
+        if h["fused"]:
+            phi3_checks(cfg, W, meta, RG, logits, seqs)
+    if sliding and gguf:
+        # llama.cpp's reading of the file (it ignores llama.attention.sliding_window) is full
+        # causal attention, not this model.
+        for name, toks in seqs.items():
+            lg = forward_gguf(meta, RG, toks, swa=False)
+            ref_full = forward(W, cfg, toks, windows=[None] * h["n_layers"])
+            dfull = float(np.abs(lg - ref_full).max())
+            assert dfull < 1e-9, (name, dfull)
+            print(f"GGUF forward without the window (llama.cpp's reading) on {name:5s}: max|diff| vs full "
+                  f"causal HF forward {dfull:.2e}, vs the reference {np.abs(lg - logits[name]).max():.3f}")
+    n_g = f"{len(G)} GGUF tensors and " if gguf else "(no GGUF) "
+    print(f"self-check passed: {n_g}{len(W)} safetensors tensors read back equal")
     for p in sorted(out_dir.rglob("*")):
         if p.is_file():
             print(f"  {p.relative_to(REPO_ROOT)}: {p.stat().st_size} bytes")
