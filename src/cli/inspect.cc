@@ -363,6 +363,12 @@ int InspectCommand::run() {
                       {"expert_ffn_dim", c.expert_ffn_dim},
                       {"norm_topk_prob", c.norm_topk_prob},
                       {"shared_expert_ffn_dim", c.shared_expert_ffn_dim},
+                      {"shared_expert_gated", c.shared_expert_ffn_dim > 0 && c.shared_expert_gated},
+                      {"n_dense_leading_layers", c.n_dense_leading_layers},
+                      {"scoring", c.moe_scoring == MoeScoring::kSigmoid ? "sigmoid" : "softmax"},
+                      {"n_expert_groups", c.n_expert_groups},
+                      {"n_expert_groups_used", c.n_expert_groups_used},
+                      {"routed_scaling_factor", c.routed_scaling_factor},
                       {"expert_parameters", cost.expert_params},
                       {"expert_bytes", cost.expert_bytes},
                       {"active_expert_parameters", cost.active_expert_params},
@@ -446,9 +452,19 @@ int InspectCommand::run() {
                                            c.n_experts_used, c.expert_ffn_dim,
                                            c.norm_topk_prob ? ", top-k weights renormalised" : "",
                                            c.shared_expert_ffn_dim > 0
-                                               ? fmt::format(", plus a shared expert of width {} (every token)",
+                                               ? fmt::format(", plus a{} shared expert of width {} (every token)",
+                                                             c.shared_expert_gated ? " gated" : "n ungated",
                                                              c.shared_expert_ffn_dim)
                                                : std::string())});
+    std::string routing = c.moe_scoring == MoeScoring::kSigmoid ? "sigmoid scores" : "softmax scores";
+    if (c.n_expert_groups > 1)
+      routing += fmt::format(", experts from the best {} of {} groups ({})", c.n_expert_groups_used,
+                             c.n_expert_groups,
+                             c.moe_group_score == MoeGroupScore::kTop2Sum ? "by their top-2 sum" : "by their best");
+    if (c.routed_scaling_factor != 1.0f) routing += fmt::format(", weights x {:g}", c.routed_scaling_factor);
+    if (c.n_dense_leading_layers > 0)
+      routing += fmt::format("; layers 0..{} dense", c.n_dense_leading_layers - 1);
+    rows.push_back({"  routing", routing});
     rows.push_back({"  expert parameters",
                     fmt::format("{} ({}, {}) in all; {} ({}, {}) read per token", cost.expert_params,
                                 human_count(cost.expert_params), human_bytes(cost.expert_bytes),

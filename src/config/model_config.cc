@@ -42,7 +42,28 @@ Status ModelConfig::validate() const {
     if (n_experts_used > n_experts)
       return InvalidArgument("model config: n_experts_used ({}) is more than n_experts ({})",
                              n_experts_used, n_experts);
+    if (n_dense_leading_layers < 0 || n_dense_leading_layers > n_layers)
+      return InvalidArgument("model config: {} leading dense layers of {} layers", n_dense_leading_layers,
+                             n_layers);
+    if (n_expert_groups < 1 || n_experts % n_expert_groups != 0)
+      return InvalidArgument("model config: {} experts do not split into {} expert groups", n_experts,
+                             n_expert_groups);
+    if (n_expert_groups_used < 1 || n_expert_groups_used > n_expert_groups)
+      return InvalidArgument("model config: {} expert groups used of {} groups (topk_group)",
+                             n_expert_groups_used, n_expert_groups);
+    if (static_cast<int64_t>(n_expert_groups_used) * (n_experts / n_expert_groups) < n_experts_used)
+      return InvalidArgument("model config: {} of {} expert groups hold fewer than the {} experts "
+                             "each token uses", n_expert_groups_used, n_expert_groups, n_experts_used);
+    if (moe_group_score == MoeGroupScore::kTop2Sum && n_expert_groups > 1 && n_experts / n_expert_groups < 2)
+      return InvalidArgument("model config: top-2 group scores need 2 or more experts per group");
+    if (!(routed_scaling_factor > 0.0f) || !std::isfinite(routed_scaling_factor))
+      return InvalidArgument("model config: routed_scaling_factor must be finite and > 0, got {}",
+                             routed_scaling_factor);
   }
+  if (sliding_window < 0)
+    return InvalidArgument("model config: sliding_window ({}) must be >= 0", sliding_window);
+  if (!sliding_layers.empty() && static_cast<int64_t>(sliding_layers.size()) != n_layers)
+    return InvalidArgument("model config: {} sliding-layer flags for {} layers", sliding_layers.size(), n_layers);
   if (rotary_dim < 0 || rotary_dim > head_dim)
     return InvalidArgument("model config: rotary_dim ({}) must be within head_dim ({})", rotary_dim, head_dim);
   if (rope_dim() % 2 != 0)
@@ -148,6 +169,13 @@ float ModelConfig::rope_attention_factor() const {
   if (rope_scaling.attention_factor > 0.0f) return rope_scaling.attention_factor;
   const double f = rope_scaling.factor;
   return f <= 1.0 ? 1.0f : static_cast<float>(0.1 * std::log(f) + 1.0);
+}
+
+float ModelConfig::softmax_scale_factor() const {
+  const RopeScaling& rs = rope_scaling;
+  if (rs.type != RopeScalingType::kYarn || !(rs.mscale_all_dim > 0.0f) || rs.factor <= 1.0f) return 1.0f;
+  const double m = 0.1 * rs.mscale_all_dim * std::log(double(rs.factor)) + 1.0;
+  return static_cast<float>(m * m);
 }
 
 }  // namespace llmserve

@@ -19,6 +19,18 @@ enum class RopeStyle {
                    // (GPT-NeoX style)
 };
 
+/// How a mixture-of-experts router turns logits into expert scores.
+enum class MoeScoring {
+  kSoftmax,  // softmax over all experts (Qwen-MoE, Mixtral, DeepSeek-V2)
+  kSigmoid,  // an independent sigmoid per expert (DeepSeek-V3 scoring_func "sigmoid")
+};
+
+/// How group-limited routing scores a group of experts (n_expert_groups > 1).
+enum class MoeGroupScore {
+  kMax,      // its best expert's score (DeepSeek-V2 topk_method "group_limited_greedy")
+  kTop2Sum,  // the sum of its two best selection scores (DeepSeek-V3 "noaux_tc")
+};
+
 /// RoPE frequency scaling (HF config.json "rope_scaling"; GGUF rope.scaling.* / rope_freqs).
 enum class RopeScalingType {
   kNone,
@@ -43,6 +55,9 @@ struct RopeScaling {
   /// 0.1 ln(factor) + 1 (get_mscale), or get_mscale(factor, mscale) /
   /// get_mscale(factor, mscale_all_dim) when the config gives both.
   float attention_factor = 0.0f;
+  /// DeepSeek's YaRN (modeling_deepseek.py DeepseekV2Attention): the softmax scale
+  /// 1/sqrt(qk_head_dim) is also multiplied by get_mscale(factor, mscale_all_dim)^2; 0 = not.
+  float mscale_all_dim = 0.0f;
 };
 
 /// What one token occupies in one layer's KV cache. K (and V, unless v_shares_k) are each
@@ -70,10 +85,29 @@ struct ModelConfig {
   int32_t head_dim = 0;
   int32_t ffn_dim = 0;      // SwiGLU hidden size
   int32_t max_position_embeddings = 0;  // trained / declared context length (tokens)
-  /// Sliding-window attention span (tokens; 0 = none). Sliding windows are not implemented:
-  /// the loader caps max_position_embeddings at the window and the engine refuses a longer
-  /// --max-model-len, so results stay exact (full attention == window attention there).
+  /// Sliding-window attention span (tokens; 0 = none): a sliding layer's query at position p
+  /// attends to p - sliding_window + 1 .. p (AttentionShape::window; transformers'
+  /// sliding_window mask). Which layers slide: sliding_layers.
   int32_t sliding_window = 0;
+  /// Per layer, 1 when it uses the window (Qwen2's use_sliding_window: layers >=
+  /// max_window_layers; HF layer_types "sliding_attention"); empty = every layer (Mistral,
+  /// Phi-3, a GGUF attention.sliding_window).
+  std::vector<uint8_t> sliding_layers;
+  /// The window of layer `layer` (0 = full attention).
+  int32_t layer_window(int32_t layer) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return layer >= 0 && layer < static_cast<int32_t>(sliding_layers.size()) && sliding_layers[layer] ? sliding_window
+                                                                                                        : 0;
+  }
+  /// Whether every layer slides: then a sequence's blocks wholly before the window of its
+  /// next query can return to the pool (the scheduler does so).
+  bool all_layers_sliding() const {
+    if (sliding_window <= 0) return false;
+    for (uint8_t s : sliding_layers)
+      if (!s) return false;
+    return true;
+  }
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
@@ -97,6 +131,27 @@ struct ModelConfig {
   /// Qwen2-MoE's shared expert (0 = none): a SwiGLU MLP of this width every token goes
   /// through, scaled by sigmoid(x . shared_expert_gate), added to the routed experts' sum.
   int32_t shared_expert_ffn_dim = 0;
+  /// Whether the shared expert is gated (Qwen2-MoE's sigmoid gate) or added as is (DeepSeek's
+  /// n_shared_experts, one SwiGLU MLP of n_shared_experts * moe_intermediate_size).
+  bool shared_expert_gated = true;
+  /// Leading layers whose MLP is dense (DeepSeek first_k_dense_replace, GGUF
+  /// leading_dense_block_count); the layers after them are MoE layers.
+  int32_t n_dense_leading_layers = 0;
+  /// Router scores from the logits: softmax over all experts (Qwen, Mixtral, DeepSeek-V2) or
+  /// an elementwise sigmoid (DeepSeek-V3 scoring_func "sigmoid", GGUF expert_gating_func 2).
+  MoeScoring moe_scoring = MoeScoring::kSoftmax;
+  /// Group-limited routing (DeepSeek-V2 group_limited_greedy, V3 noaux_tc; DeepSeek-V3
+  /// report sec. 2.1.2): the experts form n_expert_groups contiguous groups, each scored by
+  /// moe_group_score over its selection scores; only the n_expert_groups_used best groups'
+  /// experts can be chosen. 1 = no grouping.
+  int32_t n_expert_groups = 1;
+  int32_t n_expert_groups_used = 1;
+  MoeGroupScore moe_group_score = MoeGroupScore::kMax;
+  /// The routed experts' weights are multiplied by this after any renormalisation
+  /// (DeepSeek routed_scaling_factor, GGUF expert_weights_scale).
+  float routed_scaling_factor = 1.0f;
+  /// Whether a layer's MLP is a mixture of experts (all of them but the leading dense ones).
+  bool is_moe_layer(int32_t layer) const { return n_experts > 0 && layer >= n_dense_leading_layers; }
   bool is_moe() const { return n_experts > 0; }
   /// dtype of the token embedding (informational; for a GGUF quantized with llama-quantize
   /// the type of token_embd.weight, e.g. Q4_K in a Q4_K_M file, whose tensors mix types).
@@ -126,6 +181,9 @@ struct ModelConfig {
 
   /// What RoPE's cos and sin are multiplied by: YaRN's attention factor, else 1.
   float rope_attention_factor() const;
+  /// What the attention softmax scale is multiplied by: DeepSeek YaRN's
+  /// get_mscale(factor, mscale_all_dim)^2 (get_mscale(s, m) = 0.1 m ln s + 1 for s > 1), else 1.
+  float softmax_scale_factor() const;
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads == 0, RoPE dims even, MLA
   /// dims consistent). Error messages name the field and value.

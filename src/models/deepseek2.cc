@@ -26,6 +26,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "models/moe.h"
 #include "models/weight_loader.h"
 
 namespace llmserve {
@@ -44,8 +45,10 @@ struct LayerWeights {
   std::vector<WeightMatrix> w_uv;    // per head W_UV_h [v_head_dim, L]: latent out -> value
   WeightMatrix wo;               // [dim, H * v_head_dim]
   std::vector<float> ffn_norm;   // [dim]
-  WeightMatrix w_gate_up;        // [2 ffn, dim] = Wgate; Wup stacked
+  WeightMatrix w_gate_up;        // [2 ffn, dim] = Wgate; Wup stacked (dense layers)
   WeightMatrix w_down;           // [dim, ffn]
+  bool moe = false;              // the MLP is a mixture of experts (after the leading dense layers)
+  MoeWeights moe_w;
 };
 
 /// A matrix view of `data` (file-backed, or owned by `storage`).
@@ -68,7 +71,7 @@ constexpr const char* kMoeTensors[] = {"ffn_gate_inp.weight", "ffn_gate_exps.wei
 class Deepseek2Model final : public Model {
  public:
   explicit Deepseek2Model(const ModelConfig& c)
-      : cfg_(c), inv_freq_(c.rope_inv_freq()), H_(c.n_heads), nope_(c.qk_nope_head_dim),
+      : cfg_(c), inv_freq_(c.rope_inv_freq()), attention_factor_(c.rope_attention_factor()), H_(c.n_heads), nope_(c.qk_nope_head_dim),
         rope_(c.qk_rope_head_dim), qk_(c.qk_nope_head_dim + c.qk_rope_head_dim),
         L_(c.kv_lora_rank), vh_(c.v_head_dim), qr_(c.q_lora_rank),
         qa_width_(c.q_lora_rank > 0 ? c.q_lora_rank : int64_t{c.n_heads} * qk_),
@@ -83,6 +86,9 @@ class Deepseek2Model final : public Model {
           "qk_rope_head_dim {}, v_head_dim {}, n_kv_heads {} == 1, head_dim {} == nope + rope)",
           path, cfg_.kv_lora_rank, cfg_.qk_nope_head_dim, cfg_.qk_rope_head_dim,
           cfg_.v_head_dim, cfg_.n_kv_heads, cfg_.head_dim);
+    if (cfg_.sliding_window > 0)
+      return Unimplemented("{}: sliding-window attention (window {}) is not supported with MLA", path,
+                           cfg_.sliding_window);
     WeightLoader w(file, options.dtype);
     const int64_t dim = cfg_.dim, q_dim = H_ * qk_;
     LLMS_ASSIGN_OR_RETURN(embedding_, w.matrix("token_embd.weight", cfg_.vocab_size, dim));
@@ -96,9 +102,14 @@ class Deepseek2Model final : public Model {
     for (int32_t i = 0; i < cfg_.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       LayerWeights& l = layers_[i];
-      for (const char* moe : kMoeTensors)
-        if (file.find_tensor(p + moe) != nullptr)
-          return Unimplemented("{}: tensor {}{}: MoE layers are not supported", path, p, moe);
+      l.moe = cfg_.is_moe_layer(i);
+      if (!l.moe)
+        for (const char* moe : kMoeTensors)
+          if (file.find_tensor(p + moe) != nullptr)
+            return InvalidArgument("{}: tensor {}{}: layer {} is a dense layer by the metadata "
+                                   "(expert_count {}, leading_dense_block_count {}) but has "
+                                   "mixture-of-experts tensors", path, p, moe, i, cfg_.n_experts,
+                                   cfg_.n_dense_leading_layers);
       LLMS_ASSIGN_OR_RETURN(l.attn_norm, w.vector(p + "attn_norm.weight", dim));
 
       // Query (direct or low-rank) and the KV down-projection, stacked into one matrix.
@@ -117,19 +128,23 @@ class Deepseek2Model final : public Model {
 
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, H_ * vh_));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
-      WeightMatrix gate_up[2];
-      LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(gate_up[1], w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
-      LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
-      LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
+      if (l.moe) {
+        LLMS_ASSIGN_OR_RETURN(l.moe_w, load_moe_weights(w, cfg_, i));
+      } else {
+        WeightMatrix gate_up[2];
+        LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(gate_up[1], w.matrix(p + "ffn_up.weight", cfg_.ffn_dim, dim));
+        LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
+        LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
+        prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
+        prepare_weight(l.w_down);
+      }
 
       prepare_weight(l.w_qa_kva);
       if (qr_ > 0) prepare_weight(l.w_q_b);
       for (WeightMatrix& m : l.w_uk_t) prepare_weight(m);
       for (WeightMatrix& m : l.w_uv) prepare_weight(m);
       prepare_weight(l.wo);
-      prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
-      prepare_weight(l.w_down);
     }
     w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
     w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
@@ -155,11 +170,18 @@ class Deepseek2Model final : public Model {
              embedding_.dtype, dim, &x_[t * dim]);
       rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half],
                    &rope_sin_[t * half]);
+      if (attention_factor_ != 1.0f) {  // YaRN's mscale ratio on q_pe and k_pe
+        for (int32_t i = 0; i < half; ++i) {
+          rope_cos_[t * half + i] *= attention_factor_;
+          rope_sin_[t * half + i] *= attention_factor_;
+        }
+      }
     }
     // One latent KV "head" of width L + rope read by every query head; the scale is that of
-    // the unabsorbed per-head dot product (paper eq. 17 / HF softmax_scale).
+    // the unabsorbed per-head dot product (paper eq. 17 / HF softmax_scale, times YaRN's
+    // mscale(mscale_all_dim)^2).
     const AttentionShape shape{static_cast<int32_t>(H_), 1, static_cast<int32_t>(lat_),
-                               1.0f / std::sqrt(static_cast<float>(qk_))};
+                               cfg_.softmax_scale_factor() / std::sqrt(static_cast<float>(qk_))};
     const int64_t a_ld = qa_width_ + lat_;  // row stride of the stacked q_a/kv_a output
     const int64_t qabs_ld = H_ * lat_;      // row stride of the absorbed queries / att output
 
@@ -210,9 +232,12 @@ class Deepseek2Model final : public Model {
       for (int64_t t = 0; t < T; ++t)
         fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], l.ffn_norm.data(), &xn_[t * dim], dim,
                           eps);
-      // Dense SwiGLU MLP (as in llama.cc).
-      gemm_silu_mul(xn_.data(), T, l.w_gate_up, h_.data(), pool);
-      gemm(h_.data(), T, l.w_down, delta_.data(), pool);
+      if (l.moe) {
+        moe_.forward(cfg_, l.moe_w, xn_.data(), T, delta_.data(), pool);
+      } else {  // dense SwiGLU MLP (as in llama.cc)
+        gemm_silu_mul(xn_.data(), T, l.w_gate_up, h_.data(), pool);
+        gemm(h_.data(), T, l.w_down, delta_.data(), pool);
+      }
       if (li + 1 < cfg_.n_layers) {
         for (int64_t t = 0; t < T; ++t)
           fused_add_rmsnorm(&x_[t * dim], &delta_[t * dim], layers_[li + 1].attn_norm.data(),
@@ -303,12 +328,14 @@ class Deepseek2Model final : public Model {
 
   ModelConfig cfg_;
   std::vector<float> inv_freq_;  // [qk_rope_head_dim / 2]
+  float attention_factor_;       // RoPE cos/sin multiplier (YaRN), else 1
   const int64_t H_, nope_, rope_, qk_, L_, vh_, qr_;
   const int64_t qa_width_;  // q_lora_rank, or H * (nope + rope) for the direct projection
   const int64_t lat_;       // L + rope: one cached latent row
   WeightMatrix embedding_, classifier_;
   std::vector<float> final_norm_;
   std::vector<LayerWeights> layers_;
+  MoeMlp moe_;
   // Activation scratch, [num_tokens, width] row-major, reused across steps.
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, delta_, qa_, qan_, q_, head_in_, head_out_, qabs_, attn_out_,

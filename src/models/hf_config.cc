@@ -93,7 +93,7 @@ struct ArchInfo {
 };
 
 // transformers defaults: LlamaConfig 2048, MistralConfig 4096*32, Qwen2/Qwen3Config 32768,
-// DeepseekV2Config 2048.
+// DeepseekV2Config 2048, DeepseekV3Config 4096.
 constexpr ArchInfo kArchs[] = {
     {"llama", "LlamaForCausalLM", "llama", 2048},
     {"mistral", "MistralForCausalLM", "llama", 4096 * 32},
@@ -104,6 +104,7 @@ constexpr ArchInfo kArchs[] = {
     {"phi3", "Phi3ForCausalLM", "phi3", 4096},
     {"mixtral", "MixtralForCausalLM", "llama", 4096 * 32},
     {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 2048},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", 4096},
 };
 
 Expected<RopeScaling> read_rope_scaling(const Keys& k) {
@@ -201,6 +202,10 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},  // DeepSeek
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},  // DeepSeek-V3 selection bias
 };
 // One expert's projections, mlp.experts.E.<hf> -> blk.N.<gguf>.E.weight (the per-expert names
 // of llama.cpp's older Mixtral GGUFs; newer GGUFs stack experts in blk.N.ffn_*_exps.weight).
@@ -280,6 +285,102 @@ std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name) {
   return std::nullopt;
 }
 
+/// Sliding-window attention as transformers configures it: Mistral, Mixtral and Phi-3 slide
+/// in every layer when sliding_window is set; Qwen2/Qwen3 (and their MoE) only with
+/// use_sliding_window, in the layers >= max_window_layers (Qwen2Config's layer_types); an
+/// explicit layer_types list ("sliding_attention" / "full_attention") wins.
+static Status read_sliding_window(const Keys& k, std::string_view model_type, ModelConfig& c) {
+  const std::string& path = k.file();
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen2_moe" ||
+                    model_type == "qwen3_moe";
+  bool sliding = k.has("sliding_window") && (model_type == "mistral" || model_type == "mixtral" || model_type == "phi3");
+  if (qwen) {
+    LLMS_ASSIGN_OR_RETURN(sliding, k.boolean_or("use_sliding_window", false));
+  }
+  if (!sliding) return Status::Ok();
+  if (!k.has("sliding_window"))
+    return InvalidArgument("{}: use_sliding_window is true but sliding_window is not set", path);
+  LLMS_ASSIGN_OR_RETURN(c.sliding_window, k.size("sliding_window"));
+  c.sliding_layers.clear();
+  if (k.has("layer_types")) {
+    const nlohmann::json& t = k.raw().at("layer_types");
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != c.n_layers)
+      return InvalidArgument("{}: \"layer_types\" must be a list of {} strings", path, c.n_layers);
+    for (const nlohmann::json& v : t) {
+      const std::string type = v.is_string() ? v.get<std::string>() : v.dump();
+      if (type != "sliding_attention" && type != "full_attention")
+        return Unimplemented("{}: layer_types entry \"{}\" is not supported (sliding_attention, "
+                             "full_attention)", path, type);
+      c.sliding_layers.push_back(type == "sliding_attention");
+    }
+  } else if (qwen) {
+    LLMS_ASSIGN_OR_RETURN(int32_t first, k.size_or("max_window_layers", 28));  // Qwen2Config's default
+    for (int32_t l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back(l >= first);
+  }
+  bool any = c.sliding_layers.empty();
+  for (uint8_t s : c.sliding_layers) any |= s != 0;
+  if (!any) {  // full attention everywhere
+    c.sliding_window = 0;
+    c.sliding_layers.clear();
+  }
+  return Status::Ok();
+}
+
+/// DeepSeek-V2/V3 MoE keys (modeling_deepseek.py DeepseekV2MoE / MoEGate and transformers'
+/// DeepseekV3TopkRouter; defaults of DeepseekV2Config / DeepseekV3Config): layer l is an MoE
+/// layer when l >= first_k_dense_replace and l % moe_layer_freq == 0 (only 1 is supported).
+static Status read_deepseek_moe(const Keys& k, bool v3, ModelConfig& c) {
+  const std::string& path = k.file();
+  LLMS_ASSIGN_OR_RETURN(c.n_experts, k.size("n_routed_experts"));
+  LLMS_ASSIGN_OR_RETURN(int32_t freq, k.size_or("moe_layer_freq", 1));
+  if (freq != 1)
+    return Unimplemented("{}: moe_layer_freq = {} is not supported (only 1: every layer after "
+                         "first_k_dense_replace is an MoE layer)", path, freq);
+  int64_t first_dense = v3 ? 3 : 0;
+  if (k.has("first_k_dense_replace")) {
+    LLMS_ASSIGN_OR_RETURN(first_dense, k.integer("first_k_dense_replace"));
+  }
+  if (first_dense < 0)
+    return InvalidArgument("{}: first_k_dense_replace = {} must be >= 0", path, first_dense);
+  c.n_dense_leading_layers = static_cast<int32_t>(std::min<int64_t>(first_dense, c.n_layers));
+  LLMS_ASSIGN_OR_RETURN(c.n_experts_used, k.size("num_experts_per_tok"));
+  LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, k.size("moe_intermediate_size"));
+  int64_t shared = v3 ? 1 : 0;
+  if (k.has("n_shared_experts")) {
+    LLMS_ASSIGN_OR_RETURN(shared, k.integer("n_shared_experts"));
+  }
+  if (shared < 0 || shared > 1024)
+    return InvalidArgument("{}: n_shared_experts = {} is out of range", path, shared);
+  c.shared_expert_ffn_dim = static_cast<int32_t>(shared) * c.expert_ffn_dim;
+  c.shared_expert_gated = false;
+  LLMS_ASSIGN_OR_RETURN(c.norm_topk_prob, k.boolean_or("norm_topk_prob", v3));
+  LLMS_ASSIGN_OR_RETURN(double scale, k.number_or("routed_scaling_factor", v3 ? 2.5 : 1.0));
+  if (!(scale > 0)) return InvalidArgument("{}: routed_scaling_factor = {} must be > 0", path, scale);
+  c.routed_scaling_factor = static_cast<float>(scale);
+  LLMS_ASSIGN_OR_RETURN(std::string scoring, k.string_or("scoring_func", v3 ? "sigmoid" : "softmax"));
+  if (scoring == "softmax") {
+    c.moe_scoring = MoeScoring::kSoftmax;
+  } else if (scoring == "sigmoid") {
+    c.moe_scoring = MoeScoring::kSigmoid;
+  } else {
+    return Unimplemented("{}: scoring_func \"{}\" is not supported (softmax, sigmoid)", path, scoring);
+  }
+  // DeepseekV2Config's default is spelled "gready"; MoEGate compares with "greedy".
+  LLMS_ASSIGN_OR_RETURN(std::string method, k.string_or("topk_method", v3 ? "noaux_tc" : "greedy"));
+  if (method == "greedy" || method == "gready") {
+    c.n_expert_groups = c.n_expert_groups_used = 1;  // n_group / topk_group unused
+  } else if (method == "group_limited_greedy" || method == "noaux_tc") {
+    LLMS_ASSIGN_OR_RETURN(c.n_expert_groups, k.size_or("n_group", v3 ? 8 : 1));
+    LLMS_ASSIGN_OR_RETURN(c.n_expert_groups_used, k.size_or("topk_group", v3 ? 4 : 1));
+    c.moe_group_score = method == "noaux_tc" ? MoeGroupScore::kTop2Sum : MoeGroupScore::kMax;
+  } else {
+    return Unimplemented("{}: topk_method \"{}\" is not supported (greedy, group_limited_greedy, "
+                         "noaux_tc)", path, method);
+  }
+  if (c.n_dense_leading_layers == c.n_layers) c.n_experts = 0;  // every layer dense
+  return Status::Ok();
+}
+
 Expected<ModelConfig> read_hf_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   LLMS_ASSIGN_OR_RETURN(json j, read_json_file(path));
@@ -334,11 +435,23 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
   if (mlp_bias) return Unimplemented("{}: mlp_bias = true is not supported", path);
 
   if (c.architecture == "deepseek2") {
-    // DeepSeek's YaRN also scales the softmax by mscale(mscale_all_dim)^2 (modeling_deepseek):
-    // not implemented, so refused rather than run with the generic form.
-    if (c.rope_scaling.type == RopeScalingType::kYarn)
-      return Unimplemented("{}: rope_scaling type \"yarn\" is not supported for DeepSeek-V2 (MLA) "
-                           "models yet", path);
+    if (c.rope_scaling.type == RopeScalingType::kYarn) {
+      // DeepseekV2YarnRotaryEmbedding: cos and sin times get_mscale(factor, mscale) /
+      // get_mscale(factor, mscale_all_dim) (defaults 1 and 0), and DeepseekV2Attention's
+      // softmax scale times get_mscale(factor, mscale_all_dim)^2.
+      const Keys r(k.raw().at("rope_scaling"), path + " rope_scaling");
+      LLMS_ASSIGN_OR_RETURN(double m, r.number_or("mscale", 1.0));
+      LLMS_ASSIGN_OR_RETURN(double mall, r.number_or("mscale_all_dim", 0.0));
+      if (m < 0 || mall < 0)
+        return InvalidArgument("{}: rope_scaling mscale ({}) and mscale_all_dim ({}) must be >= 0", path, m, mall);
+      if (r.has("attention_factor"))
+        return Unimplemented("{}: rope_scaling attention_factor is not supported for DeepSeek (it uses mscale "
+                             "and mscale_all_dim)", path);
+      const double f = c.rope_scaling.factor;
+      auto get_mscale = [f](double v) { return f <= 1 ? 1.0 : 0.1 * v * std::log(f) + 1.0; };
+      c.rope_scaling.attention_factor = static_cast<float>(get_mscale(m) / get_mscale(mall));
+      c.rope_scaling.mscale_all_dim = static_cast<float>(mall);
+    }
     c.rope_style = RopeStyle::kAdjacentPairs;  // modeling_deepseek de-interleaves q_pe / k_pe
     LLMS_ASSIGN_OR_RETURN(c.kv_lora_rank, k.size("kv_lora_rank"));
     LLMS_ASSIGN_OR_RETURN(c.q_lora_rank, k.size_or("q_lora_rank", 0));
@@ -353,16 +466,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
                           k.has("n_routed_experts") ? k.integer("n_routed_experts")
                                                     : Expected<int64_t>(int64_t{0}));
     if (experts > 0) {
-      int64_t first_dense = 0;
-      if (k.has("first_k_dense_replace")) {
-        LLMS_ASSIGN_OR_RETURN(first_dense, k.integer("first_k_dense_replace"));
-      }
-      LLMS_ASSIGN_OR_RETURN(int32_t freq, k.size_or("moe_layer_freq", 1));
-      for (int64_t l = std::max<int64_t>(first_dense, 0); l < c.n_layers; ++l)
-        if (l % freq == 0)
-          return Unimplemented("{}: layer {} is a mixture-of-experts layer (n_routed_experts, "
-                               "first_k_dense_replace = {}); MoE layers are not supported yet",
-                               path, l, first_dense);
+      LLMS_RETURN_IF_ERROR(read_deepseek_moe(k, info->model_type == std::string_view("deepseek_v3"), c));
     }
   } else {
     c.rope_style = RopeStyle::kRotateHalf;  // HF Q/K layout (no GGUF permutation)
@@ -415,27 +519,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     if (c.n_heads % c.n_kv_heads != 0)
       return InvalidArgument("{}: num_attention_heads {} is not a multiple of "
                              "num_key_value_heads {}", path, c.n_heads, c.n_kv_heads);
-    // Sliding-window attention (Mistral, Qwen2 with use_sliding_window) equals full attention
-    // while the context fits in the window: cap the context there (what vLLM did before it
-    // implemented sliding windows) instead of computing wrong logits beyond it.
-    bool sliding = k.has("sliding_window") && (info->model_type == std::string("mistral") ||
-                                                info->model_type == std::string("mixtral") ||
-                                                info->model_type == std::string("phi3"));
-    if (c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "qwen2moe" ||
-        c.architecture == "qwen3moe") {
-      LLMS_ASSIGN_OR_RETURN(sliding, k.boolean_or("use_sliding_window", false));
-    }
-    if (sliding && k.has("sliding_window")) {
-      LLMS_ASSIGN_OR_RETURN(int32_t window, k.size("sliding_window"));
-      if (window < c.max_position_embeddings) {
-        std::fprintf(stderr,
-                     "warning: %s: sliding_window %d < max_position_embeddings %d; sliding-"
-                     "window attention is not implemented, the context is capped at %d tokens\n",
-                     path.c_str(), window, c.max_position_embeddings, window);
-        c.max_position_embeddings = window;
-        c.sliding_window = window;
-      }
-    }
+    LLMS_RETURN_IF_ERROR(read_sliding_window(k, info->model_type, c));
   }
   if (Status st = c.validate(); !st.ok()) return InvalidArgument("{}: {}", path, st.message());
   return c;

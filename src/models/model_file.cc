@@ -32,6 +32,61 @@ std::string first_bytes(const std::string& path) {
   return hex + " \"" + text + "\"";
 }
 
+/// DeepSeek-V2/V3 mixture-of-experts keys as llama.cpp's deepseek2 loader reads them
+/// (src/models/deepseek2.cpp, llama-graph.cpp build_moe_ffn): expert_used_count,
+/// expert_feed_forward_length, expert_shared_count (ungated shared experts),
+/// expert_weights_norm (false), expert_weights_scale (1), expert_gating_func (1 softmax,
+/// 2 sigmoid; absent = softmax), expert_group_count / expert_group_used_count (none).
+Status read_deepseek_moe(const GgufFile& g, const std::string& pre, int64_t experts, int32_t leading_dense,
+                         ModelConfig& c) {
+  auto get_count = [&](const std::string& key, int64_t lo, int64_t fallback, bool required) -> Expected<int32_t> {
+    if (!g.has_key(pre + key)) {
+      if (required) return InvalidArgument("{}: metadata {}{} is missing", g.path(), pre, key);
+      return static_cast<int32_t>(fallback);
+    }
+    LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + key));
+    if (v < lo || v > (1LL << 31) - 1)
+      return InvalidArgument("{}: metadata {}{} = {} is out of range", g.path(), pre, key, v);
+    return static_cast<int32_t>(v);
+  };
+  if (experts > (1LL << 31) - 1)
+    return InvalidArgument("{}: metadata {}expert_count = {} is out of range", g.path(), pre, experts);
+  c.n_experts = static_cast<int32_t>(experts);
+  c.n_dense_leading_layers = leading_dense;
+  LLMS_ASSIGN_OR_RETURN(c.n_experts_used, get_count("expert_used_count", 1, 0, true));
+  LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, get_count("expert_feed_forward_length", 1, 0, true));
+  LLMS_ASSIGN_OR_RETURN(int32_t shared, get_count("expert_shared_count", 0, 0, false));
+  c.shared_expert_ffn_dim = shared * c.expert_ffn_dim;
+  c.shared_expert_gated = false;
+  c.norm_topk_prob = false;
+  if (g.has_key(pre + "expert_weights_norm")) {
+    LLMS_ASSIGN_OR_RETURN(c.norm_topk_prob, g.get_bool(pre + "expert_weights_norm"));
+  }
+  if (g.has_key(pre + "expert_weights_scale")) {
+    LLMS_ASSIGN_OR_RETURN(double scale, g.get_float(pre + "expert_weights_scale"));
+    // llama.cpp: 0 (its "unset") means no scaling.
+    if (scale != 0.0) c.routed_scaling_factor = static_cast<float>(scale);
+  }
+  LLMS_ASSIGN_OR_RETURN(int32_t gating, get_count("expert_gating_func", 0, 1, false));
+  if (gating == 0 || gating == 1) {
+    c.moe_scoring = MoeScoring::kSoftmax;
+  } else if (gating == 2) {
+    c.moe_scoring = MoeScoring::kSigmoid;
+  } else {
+    return Unimplemented("{}: metadata {}expert_gating_func = {} is not supported (1 softmax, 2 sigmoid)",
+                         g.path(), pre, gating);
+  }
+  LLMS_ASSIGN_OR_RETURN(c.n_expert_groups, get_count("expert_group_count", 1, 1, false));
+  LLMS_ASSIGN_OR_RETURN(c.n_expert_groups_used,
+                        get_count("expert_group_used_count", 1, c.n_expert_groups, c.n_expert_groups > 1));
+  // A group's score: V3 (sigmoid, noaux_tc) sums its two best selection values; V2's
+  // group_limited_greedy (softmax) takes its best expert's score, as transformers' MoEGate
+  // does (llama.cpp sums the top two for every architecture; the file does not say which
+  // topk_method the model was trained with, and transformers' semantics is the reference).
+  c.moe_group_score = c.moe_scoring == MoeScoring::kSigmoid ? MoeGroupScore::kTop2Sum : MoeGroupScore::kMax;
+  return Status::Ok();
+}
+
 Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   LLMS_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "qwen2moe" &&
@@ -102,19 +157,20 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
                              g.path(), c.qk_nope_head_dim);
     c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
     c.n_kv_heads = 1;
-    int32_t leading_dense = c.n_layers;
-    if (has("leading_dense_block_count")) {
-      LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + "leading_dense_block_count"));
-      leading_dense = static_cast<int32_t>(std::clamp<int64_t>(v, 0, c.n_layers));
-    }
     int64_t experts = 0;
     if (has("expert_count")) {
       LLMS_ASSIGN_OR_RETURN(experts, g.get_int(pre + "expert_count"));
     }
-    if (experts > 0 && leading_dense < c.n_layers)
-      return Unimplemented("{}: blocks {}..{} are mixture-of-experts layers ({} experts); MoE "
-                           "layers are not supported yet", g.path(), leading_dense,
-                           c.n_layers - 1, experts);
+    // llama.cpp's deepseek2 loader: leading_dense_block_count defaults to 0 (every layer
+    // MoE when the file has experts).
+    int32_t leading_dense = experts > 0 ? 0 : c.n_layers;
+    if (has("leading_dense_block_count")) {
+      LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + "leading_dense_block_count"));
+      leading_dense = static_cast<int32_t>(std::clamp<int64_t>(v, 0, c.n_layers));
+    }
+    if (experts > 0 && leading_dense < c.n_layers) {
+      LLMS_RETURN_IF_ERROR(read_deepseek_moe(g, pre, experts, leading_dense, c));
+    }
   } else {
     c.head_dim = c.dim / c.n_heads;
     if (has("attention.key_length")) {
@@ -171,20 +227,9 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     if (window < 0 || window > (1LL << 31) - 1)
       return InvalidArgument("{}: metadata {}attention.sliding_window = {} is out of range", g.path(), pre, window);
   }
-  if (window > 0) {
-    // Sliding-window attention equals full attention while the context fits in the window:
-    // cap the context there (see hf_config.cc) instead of computing wrong logits beyond it.
-    if (window < c.max_position_embeddings) {
-      std::fprintf(stderr,
-                   "warning: %s: sliding window %d < context length %d; sliding-window attention "
-                   "is not implemented, the context is capped at %d tokens\n",
-                   g.path().c_str(), static_cast<int>(window), c.max_position_embeddings,
-                   static_cast<int>(window));
-      c.max_position_embeddings = static_cast<int32_t>(window);
-      c.sliding_window = static_cast<int32_t>(window);
-    }
-  }
-
+  // Sliding window in every layer (transformers' semantics for Mistral, Qwen2 and Phi-3; note
+  // that llama.cpp ignores the key for llama/qwen2 and disables it for phi3).
+  c.sliding_window = static_cast<int32_t>(window);
   // RoPE scaling as llama.cpp reads it: the factor (rope.scaling.factor, or the legacy
   // rope.scale_linear) applies as linear interpolation, or as YaRN with rope.scaling.type yarn
   // (original_context_length, optional yarn_beta_fast / yarn_beta_slow; llama.cpp's default
@@ -205,12 +250,20 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     return Unimplemented("{}: {}rope.scaling.type '{}' is not supported (supported: none, "
                          "linear, yarn, llama3 via rope_freqs)", g.path(), pre, scaling);
   if (scaling == "yarn") {
-    if (arch == "deepseek2")
-      return Unimplemented("{}: {}rope.scaling.type 'yarn' is not supported for deepseek2 yet", g.path(), pre);
     for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_ext_factor",
                             "rope.scaling.yarn_attn_factor"})
-      if (has(key))
+      if (has(key) && !(arch == "deepseek2" && std::string_view(key) == "rope.scaling.yarn_log_multiplier"))
         return Unimplemented("{}: {}{} is not supported", g.path(), pre, key);
+    if (arch == "deepseek2" && has("rope.scaling.yarn_log_multiplier")) {
+      // llama.cpp's DeepSeek converter writes 0.1 * mscale_all_dim here, and its loader assumes
+      // mscale == mscale_all_dim (every released DeepSeek config): cos and sin unscaled, the
+      // softmax scale times get_mscale(factor, mscale_all_dim)^2 (src/models/deepseek2.cpp).
+      LLMS_ASSIGN_OR_RETURN(double log_mul, g.get_float(pre + "rope.scaling.yarn_log_multiplier"));
+      if (!(log_mul >= 0.0) || !std::isfinite(log_mul))
+        return InvalidArgument("{}: {}rope.scaling.yarn_log_multiplier = {} must be >= 0", g.path(), pre, log_mul);
+      c.rope_scaling.mscale_all_dim = static_cast<float>(log_mul / 0.1);
+      c.rope_scaling.attention_factor = 1.0f;
+    }
     if (!has("rope.scaling.factor"))
       return InvalidArgument("{}: {}rope.scaling.type is yarn but {}rope.scaling.factor is missing", g.path(),
                              pre, pre);

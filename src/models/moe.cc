@@ -35,13 +35,20 @@ Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int
     prepare_weight(m.shared_down);
     const std::string gate = p + "ffn_gate_inp_shexp.weight";
     const TensorView* g = w.file().find_tensor(gate);
-    if (g != nullptr && g->shape.size() == 2) {  // HF shared_expert_gate: Linear(dim, 1)
+    if (!c.shared_expert_gated) {
+      // DeepSeek: the shared experts are added as they are (a stray gate is left unused, and
+      // check_all_used names it).
+    } else if (g != nullptr && g->shape.size() == 2) {  // HF shared_expert_gate: Linear(dim, 1)
       LLMS_ASSIGN_OR_RETURN(const TensorView* t, w.tensor(gate, {1, dim}));
       m.shared_gate.resize(dim);
       to_f32(t->data, t->dtype, dim, m.shared_gate.data());
     } else {
       LLMS_ASSIGN_OR_RETURN(m.shared_gate, w.vector(gate, dim));
     }
+  }
+  const std::string bias = p + "exp_probs_b.bias";
+  if (w.file().find_tensor(bias) != nullptr) {
+    LLMS_ASSIGN_OR_RETURN(m.selection_bias, w.vector(bias, E));
   }
   return m;
 }
@@ -56,28 +63,10 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
   gemm(x, T, w.router, router_logits_.data(), pool);
   rows_.resize(E);  // cleared, not reallocated: this runs every layer of every step
   for (std::vector<int32_t>& r : rows_) r.clear();
-  prob_.resize(E);
-  order_.resize(E);
-  std::vector<float>& prob = prob_;
-  std::vector<int32_t>& order = order_;
+  const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   for (int64_t t = 0; t < T; ++t) {
-    // Softmax over all experts (in float32, as transformers computes it), then the top k
-    // (ties to the lower expert id), renormalised to sum 1 when norm_topk_prob.
-    const float* z = &router_logits_[t * E];
-    const float zmax = *std::max_element(z, z + E);
-    float sum = 0;
-    for (int64_t e = 0; e < E; ++e) sum += prob[e] = std::exp(z[e] - zmax);
-    for (int64_t e = 0; e < E; ++e) prob[e] /= sum;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int32_t a, int32_t b) { return prob[a] != prob[b] ? prob[a] > prob[b] : a < b; });
-    float top_sum = 0;
-    for (int64_t k = 0; k < K; ++k) top_sum += prob[order[k]];
-    for (int64_t k = 0; k < K; ++k) {
-      chosen_[t * K + k] = order[k];
-      weights_[t * K + k] = c.norm_topk_prob ? prob[order[k]] / top_sum : prob[order[k]];
-      rows_[order[k]].push_back(static_cast<int32_t>(t * K + k));
-    }
+    router_.route(c, &router_logits_[t * E], bias, &chosen_[t * K], &weights_[t * K]);
+    for (int64_t k = 0; k < K; ++k) rows_[chosen_[t * K + k]].push_back(static_cast<int32_t>(t * K + k));
   }
   // One gate/up GEMM (SiLU·mul in its epilogue) and one down GEMM per expert that has tokens,
   // each expert's rows gathered contiguously. For few rows (decode) all experts' GEMMs of a kind
@@ -138,7 +127,10 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
       const float* o = &expert_out_[(t * K + k) * dim];
       for (int64_t d = 0; d < dim; ++d) out[d] += wk * o[d];
     }
-    if (shared) {
+    if (shared && w.shared_gate.empty()) {
+      const float* o = &shared_out_[t * dim];
+      for (int64_t d = 0; d < dim; ++d) out[d] += o[d];
+    } else if (shared) {
       const float* xt = x + t * dim;
       float z = 0;
       for (int64_t d = 0; d < dim; ++d) z += w.shared_gate[d] * xt[d];

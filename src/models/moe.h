@@ -16,6 +16,7 @@
 #include "common/thread_pool.h"
 #include "config/model_config.h"
 #include "kernels/gemm.h"
+#include "models/moe_router.h"
 #include "models/weight_loader.h"
 
 namespace llmserve {
@@ -29,21 +30,25 @@ struct MoeWeights {
   WeightMatrix shared_gate_up;         // [2 * shared_expert_ffn_dim, dim]
   WeightMatrix shared_down;            // [dim, shared_expert_ffn_dim]
   std::vector<float> shared_gate;      // [dim]: the shared expert's weight is sigmoid(x . this)
+                                       // (empty when the shared expert is ungated: DeepSeek)
+  std::vector<float> selection_bias;   // [n_experts] DeepSeek-V3 e_score_correction_bias (GGUF
+                                       // exp_probs_b.bias), added for selection only; or empty
 };
 
 /// Loads layer `layer`'s experts: blk.N.ffn_gate_inp.weight and the stacked
 /// blk.N.ffn_{gate,up,down}_exps.weight, or per-expert blk.N.ffn_{gate,up,down}.E.weight; with
-/// a shared expert, blk.N.ffn_{gate,up,down}_shexp.weight and its gate
-/// blk.N.ffn_gate_inp_shexp.weight ([dim] in GGUF, [1, dim] as HF's shared_expert_gate).
+/// a shared expert, blk.N.ffn_{gate,up,down}_shexp.weight and, when it is gated, its gate
+/// blk.N.ffn_gate_inp_shexp.weight ([dim] in GGUF, [1, dim] as HF's shared_expert_gate); the
+/// selection bias blk.N.exp_probs_b.bias when the file has it.
 /// Errors: WeightLoader's (missing tensor, shape) naming the file and tensor.
 Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer);
 
 /// The MoE MLP's forward pass with its scratch (reused across steps; one per model).
 class MoeMlp {
  public:
-  /// y[t] = sum over token t's top-k experts e of p_e * down_e(silu(gate_e x[t]) * up_e x[t])
-  /// (+ sigmoid(g . x[t]) * shared(x[t]) with a shared expert), x and y [T, dim] row-major
-  /// float32.
+  /// y[t] = sum over token t's top-k experts e of w_e * down_e(silu(gate_e x[t]) * up_e x[t])
+  /// (+ sigmoid(g . x[t]) * shared(x[t]) with a gated shared expert, + shared(x[t]) with an
+  /// ungated one), w_e from MoeRouter; x and y [T, dim] row-major float32.
   void forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y, ThreadPool* pool);
 
  private:
@@ -53,8 +58,7 @@ class MoeMlp {
   std::vector<int32_t> chosen_;             // [T, k] expert ids, in rank order
   std::vector<float> weights_;              // [T, k]
   std::vector<std::vector<int32_t>> rows_;  // per expert: indices t * k + rank choosing it
-  std::vector<float> prob_;                 // one token's router probabilities
-  std::vector<int32_t> order_;              // experts by probability (top-k first)
+  MoeRouter router_;
   std::vector<float> x_in_, hidden_, out_;  // [T * k, .]: the chosen rows gathered by expert, their SwiGLU, their output
   std::vector<float> expert_out_;           // [T * k, dim]: each choice's expert output
   std::vector<float> shared_hidden_, shared_out_;  // [T, shared width], [T, dim]

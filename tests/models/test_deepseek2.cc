@@ -374,12 +374,15 @@ TEST_F(Deepseek2Gguf, MissingTensorIsNamed) {
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
 }
 
-TEST_F(Deepseek2Gguf, MoeLayersAreRejected) {
+// Expert tensors in a layer the metadata makes dense (no expert_count here) are an error naming
+// the tensor, not silently unused. (MoE layers themselves: tests/models/test_deepseek_moe.cc.)
+TEST_F(Deepseek2Gguf, ExpertTensorsInADenseLayerAreRejected) {
   auto t = tensors_of(*src_);
   t.push_back({"blk.1.ffn_gate_inp.weight", {8, 128}, std::vector<float>(8 * 128, 0.0f)});
   const std::string err = model_error(write(t, "moe.gguf"));
   std::printf("error: %s\n", err.c_str());
-  EXPECT_NE(err.find("MoE layers are not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("blk.1.ffn_gate_inp.weight"), std::string::npos) << err;
+  EXPECT_NE(err.find("dense layer"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
 }
 

@@ -243,7 +243,7 @@ TEST(HfConfigErrors, NameTheFileAndTheKey) {
   }
 }
 
-TEST(HfConfigErrors, DeepseekMoeAndBiasAreRejected) {
+TEST(HfConfigErrors, DeepseekMoeKeysAndBias) {
   TempDir d;
   json c = {{"architectures", {"DeepseekV2ForCausalLM"}},
             {"model_type", "deepseek_v2"},
@@ -260,7 +260,14 @@ TEST(HfConfigErrors, DeepseekMoeAndBiasAreRejected) {
             {"n_routed_experts", 8},
             {"first_k_dense_replace", 1}};
   write_text(d.path / "config.json", c.dump());
-  expect_error(d.path.string(), {"config.json", "layer 1", "mixture-of-experts"});
+  expect_error(d.path.string(), {"config.json", "num_experts_per_tok"});  // an MoE layer needs its keys
+  c["num_experts_per_tok"] = 2;
+  c["moe_intermediate_size"] = 32;
+  c["moe_layer_freq"] = 2;
+  write_text(d.path / "config.json", c.dump());
+  expect_error(d.path.string(), {"config.json", "moe_layer_freq"});
+  c.erase("moe_layer_freq");
+  c["kv_lora_rank"] = 32;
   c.erase("kv_lora_rank");
   write_text(d.path / "config.json", c.dump());
   expect_error(d.path.string(), {"kv_lora_rank"});
@@ -325,10 +332,10 @@ TEST(GgufErrors, MoeYarnAndUnknownArchitecture) {
   testing::rewrite_gguf(*src, out, testing::Rewrite::kF32,
                         {{"deepseek2.expert_count", u32(8)},
                          {"deepseek2.leading_dense_block_count", u32(1)}});
-  expect_error(out, {"x.gguf", "blocks 1..1", "MoE"});
+  expect_error(out, {"x.gguf", "expert_used_count"});  // MoE layers need their keys
   testing::rewrite_gguf(*src, out, testing::Rewrite::kF32,
                         {{"deepseek2.rope.scaling.type", str("yarn")}});
-  expect_error(out, {"rope.scaling.type", "yarn"});
+  expect_error(out, {"rope.scaling.factor", "yarn"});
   testing::rewrite_gguf(*src, out, testing::Rewrite::kF32,
                         {{"deepseek2.attention.key_length", u32(48)}});
   expect_error(out, {"key_length", "kv_lora_rank"});
@@ -340,14 +347,15 @@ TEST(GgufErrors, MoeYarnAndUnknownArchitecture) {
   testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
                         {{"llama.attention.value_length", u32(32)}});
   expect_error(out, {"value_length"});
-  // A sliding window shorter than the context caps it (exact up to the window).
+  // A sliding window shorter than the context: every layer slides, the context stays.
   testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
                         {{"llama.attention.sliding_window", u32(64)}});
   {
     auto f = ModelFile::open(out);
     ASSERT_TRUE(f.ok()) << f.status().message();
-    EXPECT_EQ((*f)->config().max_position_embeddings, 64);
+    EXPECT_EQ((*f)->config().max_position_embeddings, (*gqa).get_int("llama.context_length").value());
     EXPECT_EQ((*f)->config().sliding_window, 64);
+    EXPECT_TRUE((*f)->config().all_layers_sliding());
   }
   // A layer count the tensors do not have fails before anything is sized from it.
   testing::rewrite_gguf(*gqa, out, testing::Rewrite::kF32,
@@ -386,9 +394,9 @@ double max_diff_vs_numpy(const std::string& model_path, const std::string& ref_m
   return m;
 }
 
-TEST(HfConfig, MistralLoadsAsLlamaAndSlidingWindowCapsTheContext) {
+TEST(HfConfig, MistralLoadsAsLlamaWithASlidingWindow) {
   // The same weights under MistralForCausalLM: identical logits while the 24-token sequence
-  // fits in the window; the context is capped at the window.
+  // fits in the window; the context is not capped.
   HfCopy copy("llama-gqa", [](json& c) {
     c["model_type"] = "mistral";
     c["architectures"] = {"MistralForCausalLM"};
@@ -397,9 +405,40 @@ TEST(HfConfig, MistralLoadsAsLlamaAndSlidingWindowCapsTheContext) {
   auto file = ModelFile::open(copy.path());
   ASSERT_TRUE(file.ok()) << file.status().message();
   EXPECT_EQ((*file)->config().architecture, "llama");
-  EXPECT_EQ((*file)->config().max_position_embeddings, 64);
+  EXPECT_GT((*file)->config().max_position_embeddings, 64);
   EXPECT_EQ((*file)->config().sliding_window, 64);
+  EXPECT_TRUE((*file)->config().all_layers_sliding());
   EXPECT_LE(max_diff_vs_numpy(copy.path(), "llama-gqa"), 1e-3);
+}
+
+TEST(HfConfig, QwenSlidesOnlyFromMaxWindowLayersOn) {
+  HfCopy copy("qwen2-gqa-bias", [](json& c) {
+    c["use_sliding_window"] = true;
+    c["sliding_window"] = 8;
+    c["max_window_layers"] = 1;
+  });
+  auto file = ModelFile::open(copy.path());
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const ModelConfig& c = (*file)->config();
+  ASSERT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.layer_window(0), 0);
+  EXPECT_EQ(c.layer_window(1), 8);
+  EXPECT_FALSE(c.all_layers_sliding());
+  HfCopy off("qwen2-gqa-bias", [](json& c) {
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = 8;
+  });
+  auto f2 = ModelFile::open(off.path());
+  ASSERT_TRUE(f2.ok()) << f2.status().message();
+  EXPECT_EQ((*f2)->config().sliding_window, 0);
+  HfCopy types("qwen2-gqa-bias", [](json& c) {
+    c["use_sliding_window"] = true;
+    c["sliding_window"] = 8;
+    c["layer_types"] = {"sliding_attention", "chunked_attention"};
+  });
+  auto f3 = ModelFile::open(types.path());
+  ASSERT_FALSE(f3.ok());
+  EXPECT_NE(f3.status().message().find("chunked_attention"), std::string::npos) << f3.status().message();
 }
 
 TEST(HfConfig, RopeScalingChangesOnlyTheFrequenciesItShould) {
