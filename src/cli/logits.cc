@@ -77,15 +77,9 @@ int LogitsCommand::run() {
   const int32_t max_len = config_.scheduler.max_model_len > 0
                               ? config_.scheduler.max_model_len
                               : (*file)->config().max_position_embeddings;
-  const int32_t window = (*file)->config().sliding_window;
-  if (window > 0 && max_len > window)  // as the engine refuses it (llm_engine.cc)
-    return fail(InvalidArgument("--max-model-len {} exceeds the model's sliding window of {} tokens; "
-                                "sliding-window attention is not implemented", max_len, window));
   if (static_cast<int64_t>(ids->size()) > max_len)
-    return fail(InvalidArgument("--token-ids: {} tokens exceed max_model_len {}{}", ids->size(), max_len,
-                                window > 0 ? " (the model's sliding window: sliding-window attention is not "
-                                             "implemented)"
-                                           : " (set --max-model-len to override the model's context length)"));
+    return fail(InvalidArgument("--token-ids: {} tokens exceed max_model_len {} (set --max-model-len to override "
+                                "the model's context length)", ids->size(), max_len));
   auto logits = compute_prompt_logits(**file, *ids, opt);
   if (!logits.ok()) return fail(logits.status());
   const int64_t n = static_cast<int64_t>(ids->size());

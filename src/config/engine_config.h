@@ -63,6 +63,10 @@ struct SchedulerConfig {
   PrefillPolicy prefill_policy = PrefillPolicy::kPrefillFirst;
   /// Check scheduler/KV invariants after every step (tests turn this on; cheap enough).
   bool check_invariants = false;
+  /// Set by the engine from the model, not a flag: the sliding window when every layer of the
+  /// model slides (0 otherwise). A running sequence's blocks wholly before the window of its
+  /// next query then go back to the pool (KVCacheManager::free_blocks_before).
+  int32_t sliding_window = 0;
 
   Status validate() const;
 };

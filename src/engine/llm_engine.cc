@@ -110,11 +110,8 @@ Status EngineCore::init(const EngineConfig& config) {
   max_model_len_ = config_.scheduler.max_model_len > 0 ? config_.scheduler.max_model_len
                                                        : mc.max_position_embeddings;
   config_.scheduler.max_model_len = max_model_len_;
+  config_.scheduler.sliding_window = mc.all_layers_sliding() ? mc.sliding_window : 0;
   LLMS_RETURN_IF_ERROR(config_.scheduler.validate());
-  if (mc.sliding_window > 0 && max_model_len_ > mc.sliding_window)
-    return InvalidArgument("--max-model-len {} exceeds the model's sliding window of {} tokens; "
-                           "sliding-window attention is not implemented", max_model_len_,
-                           mc.sliding_window);
   if (max_model_len_ > mc.max_position_embeddings)
     spdlog::warn("--max-model-len {} exceeds the model's declared context length {}",
                  max_model_len_, mc.max_position_embeddings);
@@ -210,7 +207,9 @@ Status EngineCore::check_request(const EngineRequest& r) const {
         "this model's maximum context length is {} tokens; the request asks for {} tokens "
         "({} in the prompt, {} for max_tokens)",
         max_model_len_, n + r.params.max_tokens, n, r.params.max_tokens);
-  const int64_t blocks = kv_->blocks_for_tokens(n + r.params.max_tokens);
+  int64_t blocks = kv_->blocks_for_tokens(n + r.params.max_tokens);
+  if (const int32_t w = config_.scheduler.sliding_window; w > 0)  // at most the window and a step's tokens
+    blocks = std::min<int64_t>(blocks, kv_->blocks_for_tokens(int64_t{w} + config_.scheduler.max_num_batched_tokens) + 1);
   if (blocks > kv_->num_total_blocks())
     return InvalidArgument(
         "the request needs {} tokens of KV cache ({} blocks of {}), more than the whole pool "
@@ -291,7 +290,7 @@ double EngineCore::kv_utilization() const {
   for (const Request* r : scheduler_->running())
     for (size_t i = 0; i < r->block_table.size(); ++i) {
       const int32_t id = r->block_table[i];
-      if (seen[id]) continue;
+      if (id == KVCacheManager::kNullBlock || seen[id]) continue;
       seen[id] = 1;
       stored += std::clamp<int64_t>(r->num_computed_tokens - int64_t(i) * bs, 0, bs);
     }

@@ -73,6 +73,10 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, bool& pr
   while (i < running_.size() && budget > 0) {
     Request* req = running_[i];
     const int32_t num_new = std::min(req->num_tokens() - req->num_computed_tokens, budget);
+    // Sliding window: this step's first query (position num_computed_tokens) and every later
+    // one see nothing before num_computed_tokens - window + 1.
+    if (config_.sliding_window > 0)
+      kv_.free_blocks_before(req->block_table, int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
     bool scheduled = true;
     while (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_new)) {
       Request* victim = pick_victim();
@@ -148,6 +152,8 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
       break;
     req->num_computed_tokens += num_hit;
     req->num_hashed_blocks = static_cast<int32_t>(hits_.size());
+    if (config_.sliding_window > 0)  // prefix hits wholly before the window are not read
+      kv_.free_blocks_before(req->block_table, int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
     if (lookup) {
       prefix_cache_queries_ += req->num_tokens();
       prefix_cache_hits_ += num_hit;
@@ -221,6 +227,17 @@ void Scheduler::check_invariants(const SchedulerOutput& out) const {
                int64_t{s.num_blocks} * kv_.block_size(), need);
     LLMS_CHECK(need <= max_model_len_, "request {}: {} tokens > max_model_len {}", s.request_id,
                need, max_model_len_);
+    // Sliding window: a running sequence holds no block wholly before its window (so at most
+    // ceil(window / block_size) + 1 blocks once decoding), and every block it will read is live.
+    if (config_.sliding_window > 0) {
+      const int64_t first = s.num_computed_tokens - config_.sliding_window + 1;
+      for (int32_t b = 0; b < s.num_blocks; ++b) {
+        const bool before = int64_t{b + 1} * kv_.block_size() <= first;
+        const bool freed = s.block_table[b] == KVCacheManager::kNullBlock;
+        LLMS_CHECK(before == freed, "request {}: block {} of a window starting at {} is {}", s.request_id, b, first,
+                   freed ? "freed" : "still held");
+      }
+    }
   }
   // Every block's reference count is the number of block tables holding it; free, cached and
   // used blocks partition the pool (kv_cache/block_pool.h).
@@ -236,7 +253,7 @@ void Scheduler::check_invariants(const SchedulerOutput& out) const {
     for (int32_t i = 0; i < r->num_hashed_blocks; ++i) {
       // An indexed block of a sequence holds exactly that sequence's tokens there.
       const int32_t id = r->block_table[i];
-      if (kv_.pool().has_hash(id))
+      if (id != KVCacheManager::kNullBlock && kv_.pool().has_hash(id))
         LLMS_CHECK(kv_.pool().hash(id) == r->block_hashes[i],
                    "request {}: block {} is indexed by another hash", r->request_id, id);
     }

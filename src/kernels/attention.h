@@ -49,6 +49,12 @@ struct AttentionShape {
   int32_t n_kv_heads = 0;  // query head h reads KV head h / (n_heads / n_kv_heads)
   int32_t head_dim = 0;
   float scale = 0;         // usually 1 / sqrt(head_dim)
+  /// Sliding-window attention (Beltagy et al. 2020; Mistral 7B, Jiang et al. 2023): a query
+  /// at position p attends to positions max(0, p - window + 1)..p, i.e. p - j < window, as
+  /// transformers' sliding_window mask and llama.cpp's LLAMA_SWA_TYPE_STANDARD; 0 = every
+  /// position. Backends never read the cache rows before a query's window (their blocks may
+  /// have been returned to the pool).
+  int32_t window = 0;
 };
 
 class AttentionBackend {

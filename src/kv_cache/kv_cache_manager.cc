@@ -56,8 +56,24 @@ void KVCacheManager::cache_full_blocks(std::span<const BlockHash> hashes,
 void KVCacheManager::free(std::vector<int32_t>& block_table) {
   // Release in reverse: the tail of a sequence (least likely to be shared) is released first,
   // so it is the older entry in the LRU list and evicted first.
-  for (auto it = block_table.rbegin(); it != block_table.rend(); ++it) pool_.release(*it);
+  for (auto it = block_table.rbegin(); it != block_table.rend(); ++it)
+    if (*it != kNullBlock) pool_.release(*it);
   block_table.clear();
+}
+
+int32_t KVCacheManager::free_blocks_before(std::vector<int32_t>& block_table, int64_t first_needed) {
+  const int64_t n = std::min<int64_t>(std::max<int64_t>(first_needed, 0) / block_size_,
+                                      static_cast<int64_t>(block_table.size()));
+  int32_t released = 0;
+  // In reverse, as free(): a sequence's first block, the one any prefix hit needs, is the
+  // last of them evicted.
+  for (int64_t b = n - 1; b >= 0; --b) {
+    if (block_table[b] == kNullBlock) continue;
+    pool_.release(block_table[b]);
+    block_table[b] = kNullBlock;
+    ++released;
+  }
+  return released;
 }
 
 void KVCacheManager::check_invariants(std::span<const std::vector<int32_t>* const> tables) const {
@@ -65,6 +81,7 @@ void KVCacheManager::check_invariants(std::span<const std::vector<int32_t>* cons
   std::vector<int32_t> refs(pool_.num_total_blocks(), 0);
   for (const std::vector<int32_t>* t : tables)
     for (int32_t id : *t) {
+      if (id == kNullBlock) continue;
       LLMS_CHECK(id >= 0 && id < pool_.num_total_blocks(), "block id {} out of range", id);
       ++refs[id];
     }

@@ -63,8 +63,19 @@ class KVCacheManager {
                          int32_t num_full, int32_t* num_hashed);
 
   /// Releases every block of `block_table` (in reverse, so a sequence's last blocks are the
-  /// first evicted) and clears it.
+  /// first evicted; kNullBlock entries skipped) and clears it.
   void free(std::vector<int32_t>& block_table);
+
+  /// A block-table entry whose block was returned to the pool (sliding window): no position
+  /// in it is read again. The table keeps its length, so position p still maps to entry
+  /// p / block_size (vLLM's null block).
+  static constexpr int32_t kNullBlock = -1;
+
+  /// Sliding-window attention: releases the blocks of `block_table` that hold only positions
+  /// before `first_needed` (the earliest position any later query of the sequence can see),
+  /// replacing them by kNullBlock; with prefix caching their K/V stay cached, evictable.
+  /// Returns how many were released.
+  int32_t free_blocks_before(std::vector<int32_t>& block_table, int64_t first_needed);
 
   /// The pool's invariants and, over `tables` (every block table that holds blocks), that each
   /// block's ref_count equals the number of tables holding it. CHECK-fails on violation.

@@ -197,7 +197,9 @@ class LlamaModel final : public Model {
       const QkvEpilogue qkv_epilogue(cfg_, l, rope_cos_.data(), rope_sin_.data(),
                                      b.attn.slot_mapping, kv_cache[li], q_.data());
       gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
-      attention.forward(b.attn, shape, q_.data(), kv_cache[li], att_.data(), pool);
+      AttentionShape layer_shape = shape;
+      layer_shape.window = cfg_.layer_window(li);
+      attention.forward(b.attn, layer_shape, q_.data(), kv_cache[li], att_.data(), pool);
       gemm(att_.data(), T, l.wo, delta_.data(), pool);
       // Residual add fused with the MLP's RMSNorm.
       for (int64_t t = 0; t < T; ++t)

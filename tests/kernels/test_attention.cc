@@ -38,6 +38,10 @@ struct Case {
   std::vector<SeqSpec> seqs;
   uint32_t seed = 1;
   float q_amp = 2.0f;
+  /// Sliding window (AttentionShape::window; 0 = none). Blocks wholly before a sequence's
+  /// first query's window point at a NaN-filled block nobody owns, as the engine returns them
+  /// to the pool: a backend that reads them shows NaN.
+  int32_t window = 0;
 };
 
 uint16_t nan_bits(DType t) { return t == DType::kBF16 ? 0x7fc0 : 0x7e00; }
@@ -75,7 +79,11 @@ struct Batch {
     query_start_loc.push_back(0);
     for (int32_t s = 0; s < ns; ++s) {
       const int32_t nb = (c.seqs[s].ctx + c.block_size - 1) / c.block_size;
-      for (int32_t b = 0; b < nb; ++b) block_tables[s * max_blocks + b] = ids[next++];
+      // Blocks freed by the window: every position of block b is before the first query's
+      // window start (ctx - nq) - window + 1.
+      const int64_t first_needed = c.window > 0 ? c.seqs[s].ctx - c.seqs[s].num_query - c.window + 1 : 0;
+      for (int32_t b = 0; b < nb; ++b)
+        block_tables[s * max_blocks + b] = int64_t{b + 1} * c.block_size <= first_needed ? ids.back() : ids[next++];
       for (int32_t b = nb; b < max_blocks; ++b) block_tables[s * max_blocks + b] = ids.back();
       query_start_loc.push_back(query_start_loc.back() + c.seqs[s].num_query);
       seq_lens.push_back(c.seqs[s].ctx);
@@ -118,6 +126,7 @@ struct Batch {
       }
       for (int32_t p = 0; p < ctx; ++p) {
         const int64_t sl = slot(s, p);
+        if (block_tables[s * max_blocks + p / c.block_size] == ids.back()) continue;  // freed
         if (p < ctx - nq) {  // earlier context: already cached
           store_kv_values(kcache.data(), c.dtype, sl * row, &k[s][p * row], row);
           store_kv_values(vcache.data(), c.dtype, sl * row, &v[s][p * row], row);
@@ -134,7 +143,7 @@ struct Batch {
     meta.max_blocks_per_seq = max_blocks;
     meta.slot_mapping = slot_mapping.data();
     meta.block_size = c.block_size;
-    shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+    shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
   }
 
   int64_t slot(int32_t s, int32_t p) const {
@@ -190,9 +199,10 @@ std::vector<double> float64_attention(const Batch& b) {
       for (int32_t h = 0; h < c.n_heads; ++h) {
         const int32_t kvh = h / (c.n_heads / c.n_kv_heads);
         const float* qv = &b.q[(static_cast<int64_t>(t) * c.n_heads + h) * hd];
-        std::vector<double> w(pos + 1);
+        const int32_t first = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;  // sliding window
+        std::vector<double> w(pos + 1, -INFINITY);
         double mx = -INFINITY, sum = 0;
-        for (int32_t p = 0; p <= pos; ++p) {
+        for (int32_t p = first; p <= pos; ++p) {
           double d = 0;
           for (int64_t x = 0; x < hd; ++x)
             d += double(qv[x]) * rounded(c.dtype, b.k[s][p * row + kvh * hd + x]);
@@ -202,7 +212,7 @@ std::vector<double> float64_attention(const Batch& b) {
         for (auto& x : w) sum += (x = std::exp(x - mx));
         for (int64_t x = 0; x < hd; ++x) {
           double o = 0;
-          for (int32_t p = 0; p <= pos; ++p)
+          for (int32_t p = first; p <= pos; ++p)
             o += w[p] / sum * rounded(c.dtype, b.v[s][p * row + kvh * hd + x]);
           out[(static_cast<int64_t>(t) * c.n_heads + h) * hd + x] = o;
         }
@@ -243,6 +253,26 @@ TEST(Attention, NaiveMatchesFloat64) {
     const auto want = float64_attention(b);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 2e-6) << dtype_name(dt) << " at " << i;
+  }
+}
+
+// Sliding windows: naive against float64 (the window's edge inside a block, on a block
+// boundary, shorter than a block, longer than the context), freed blocks never read.
+TEST(Attention, NaiveMatchesFloat64WithWindows) {
+  for (int32_t window : {1, 3, 4, 6, 13, 100}) {
+    Case c;
+    c.head_dim = 48;
+    c.n_heads = 6;
+    c.n_kv_heads = 2;
+    c.block_size = 4;
+    c.window = window;
+    c.seqs = {{5, 19}, {1, 23}, {7, 7}, {1, 4}};
+    c.seed = 11;
+    Batch b(c);
+    ThreadPool pool(2);
+    const auto got = b.run(*backend("naive"), &pool);
+    const auto want = float64_attention(b);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6) << "window " << window << " at " << i;
   }
 }
 
@@ -415,6 +445,28 @@ TEST(Attention, FlashMatchesNaiveSweep) {
   }
 }
 
+// Sliding windows in the flash kernels (both families, pool and no pool, flash-split's
+// decode kernel too) against naive: windows shorter than a block, than a KV tile (64), across
+// tile boundaries, longer than the context; prefill, chunked prefill whose first queries'
+// windows start in freed blocks, decodes.
+TEST(Attention, FlashMatchesNaiveWithWindows) {
+  uint32_t seed = 300;
+  for (int32_t window : {1, 5, 16, 40, 63, 64, 65, 100, 500}) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      Case c;
+      c.head_dim = 64;
+      c.n_heads = 8;
+      c.n_kv_heads = 2;
+      c.block_size = window % 2 ? 16 : 1;
+      c.dtype = dt;
+      c.window = window;
+      c.seed = seed++;
+      c.seqs = {{150, 150}, {37, 200}, {1, 300}, {1, 45}, {70, 130}, {2, 2}};
+      EXPECT_LE(flash_error(c), kFlashTol) << describe(c) << " window " << window;
+    }
+  }
+}
+
 TEST(Attention, FlashOddShapes) {
   struct Shape {
     int32_t hd, n, kv, bs;
@@ -484,7 +536,8 @@ TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
   for (const Shape sh : {Shape{64, 8, 2, 16}, Shape{48, 6, 1, 16}, Shape{50, 4, 4, 1},
                          Shape{128, 16, 4, 16}}) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (CpuIsa isa : {native, CpuIsa::kAvx2}) {
+      for (CpuIsa isa : {native, CpuIsa::kAvx2})
+      for (int32_t window : {0, 45}) {  // with a window, chunks past it find their early blocks freed
         set_cpu_isa_for_testing(isa);
         Case c;
         c.head_dim = sh.hd;
@@ -493,6 +546,7 @@ TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
         c.block_size = sh.bs;
         c.dtype = dt;
         c.seqs = {{kLen, kLen, kSeed}};
+        c.window = window;
         Batch alone(c);
         const auto want = alone.run(*backend("flash"), nullptr);
         const int64_t qrow = static_cast<int64_t>(sh.n) * sh.hd;
@@ -508,7 +562,7 @@ TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
           for (int64_t e = 0; e < (b - a) * qrow; ++e) {
             ASSERT_EQ(got[at * qrow + e], want[a * qrow + e])
                 << describe(cc) << " chunk [" << a << ", " << b << ") element " << e
-                << (isa == CpuIsa::kAvx2 ? " avx2" : "");
+                << (isa == CpuIsa::kAvx2 ? " avx2" : "") << " window " << window;
           }
         }
       }

@@ -56,6 +56,35 @@ TEST(KVCacheManager, GrowsBlockTableOnlyAsTokensArrive) {
   EXPECT_EQ(kv.num_free_blocks(), 10);
 }
 
+// Sliding window: blocks holding only positions before the first needed one go back to the
+// pool as kNullBlock entries; the table keeps its length, freeing twice is a no-op, and a later
+// free() of the table skips the null entries.
+TEST(KVCacheManager, FreesBlocksBeforeTheWindow) {
+  KVCacheManager kv(/*num_blocks=*/10, /*block_size=*/4);
+  std::vector<int32_t> t;
+  ASSERT_TRUE(kv.allocate_slots(t, 22));  // 6 blocks: positions 0..23
+  const std::vector<int32_t> before = t;
+  EXPECT_EQ(kv.free_blocks_before(t, 3), 0);   // block 0 still holds position 3
+  EXPECT_EQ(kv.free_blocks_before(t, 4), 1);   // block 0 is positions 0..3
+  EXPECT_EQ(kv.free_blocks_before(t, 11), 1);  // block 1 (4..7); block 2 holds 8..11
+  EXPECT_EQ(kv.free_blocks_before(t, 11), 0);
+  ASSERT_EQ(t.size(), before.size());
+  EXPECT_EQ(t[0], KVCacheManager::kNullBlock);
+  EXPECT_EQ(t[1], KVCacheManager::kNullBlock);
+  for (size_t i = 2; i < t.size(); ++i) EXPECT_EQ(t[i], before[i]);
+  EXPECT_EQ(kv.num_free_blocks(), 6);
+  const std::vector<const std::vector<int32_t>*> tables = {&t};
+  kv.check_invariants(tables);
+  EXPECT_EQ(kv.free_blocks_before(t, 1000), 4);  // never past the table
+  EXPECT_EQ(kv.num_free_blocks(), 10);
+  ASSERT_TRUE(kv.allocate_slots(t, 26));  // the table grows after null entries
+  EXPECT_EQ(t.size(), 7u);
+  EXPECT_NE(t[6], KVCacheManager::kNullBlock);
+  kv.free(t);
+  EXPECT_EQ(kv.num_free_blocks(), 10);
+  EXPECT_EQ(kv.free_blocks_before(t, -5), 0);
+}
+
 TEST(KVCacheManager, BlocksForTokens) {
   KVCacheManager kv(4, 16);
   EXPECT_EQ(kv.blocks_for_tokens(0), 0);

@@ -84,6 +84,8 @@ class FlashAttention final : public AttentionBackend {
     const int64_t q_stride = static_cast<int64_t>(shape.n_heads) * hd;
     const int32_t tile_tokens = std::max<int32_t>(1, (K.prefill_rows + G - 1) / G);
     const int threads = pool ? pool->num_threads() : 1;
+    // A decode query at position ctx - 1 sees [window_start(ctx), ctx).
+    auto window_start = [&](int32_t ctx) { return shape.window > 0 ? std::max(0, ctx - shape.window) : 0; };
 
     // Work items.
     std::vector<Item> items;
@@ -144,16 +146,16 @@ class FlashAttention final : public AttentionBackend {
     for (int32_t s = 0; s < meta.num_seqs; ++s) {
       const int32_t nq = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
       if (nq != 1 || !split_decode_) continue;
-      const int32_t ctx = meta.seq_lens[s];
+      const int32_t end = meta.seq_lens[s], begin = window_start(end), ctx = end - begin;
       const int32_t ns = std::max(1, std::min(splits, ctx / kMinSplitTokens));
       const int64_t cost = static_cast<int64_t>(shape.n_heads) * ctx;
       if (ns == 1) {
-        items.push_back({cost, s, 1, 0, 0, ctx, 0});
+        items.push_back({cost, s, 1, 0, begin, end, 0});
         continue;
       }
       const int32_t piece = (ctx + ns - 1) / ns;
       for (int32_t i = 0; i < ns; ++i) {
-        const int32_t b = i * piece, e = std::min(ctx, b + piece);
+        const int32_t b = begin + i * piece, e = std::min(end, b + piece);
         if (b >= e) break;
         items.push_back({cost * (e - b) / ctx, s, 2, i, b, e, part_total});
         part_total += part_floats;
@@ -200,6 +202,7 @@ class FlashAttention final : public AttentionBackend {
           t.head_dim = hd;
           t.first_pos = meta.seq_lens[s] - nq + it.b;
           t.scale_log2 = scale_log2;
+          t.window = shape.window;
           K.prefill(t, scratch);
         } else {
           DecodeTask t;
@@ -209,7 +212,7 @@ class FlashAttention final : public AttentionBackend {
           t.head_dim = hd;
           t.q = q + q0 * q_stride;
           t.scale_log2 = scale_log2;
-          t.kv_begin = it.kind == 1 ? 0 : it.b;
+          t.kv_begin = it.kind == 1 ? window_start(meta.seq_lens[s]) : it.b;
           t.kv_end = it.kind == 1 ? meta.seq_lens[s] : it.c;
           if (it.kind == 1) {
             t.out = out + q0 * q_stride;

@@ -27,7 +27,7 @@ struct KvSource {
 /// One prefill work item: `num_tokens` consecutive query tokens of one sequence (positions
 /// first_pos, first_pos + 1, ...) times the `group` query heads of each of the KV heads
 /// kv_head .. kv_head + num_kv_heads - 1, i.e. num_tokens * group rows per KV head, attending
-/// causally to positions 0..their own. The heads are walked one after another on each KV
+/// causally to positions 0..their own (with a window, the last `window` of them). The heads are walked one after another on each KV
 /// tile; a row's result does not depend on num_kv_heads or num_tokens.
 struct PrefillTile {
   KvSource kv;
@@ -41,6 +41,7 @@ struct PrefillTile {
   int32_t head_dim = 0;
   int32_t first_pos = 0;
   float scale_log2 = 0;      // scale * log2(e): scores live in the log2 domain
+  int32_t window = 0;        // AttentionShape::window (0: causal only)
 };
 
 /// One decode work item: a single query token (all n_kv_heads * group heads) against the

@@ -316,10 +316,20 @@ void prefill(const PrefillTile& t, float* scratch) {
 
   const int32_t kv_end = t.first_pos + t.num_tokens;  // last position + 1
   const int32_t Rm = static_cast<int32_t>(round_up(R, MI));  // rows PV computes (see below)
-  for (int32_t kv0 = 0; kv0 < kv_end; kv0 += Bc) {
+  // Sliding window: no row needs a position before `lo` (the first row's window start), so
+  // the walk starts at lo's tile, still at the absolute tile positions (a row's tiles before
+  // its window add exact zeros, so its bits do not depend on which rows share the tile). The
+  // positions of that tile before lo read lo's cache row (finite, masked): their blocks may
+  // be gone. `hi_lo`: rows of tiles starting before it have window starts to mask.
+  const int32_t W = t.window;
+  const int32_t lo = W > 0 ? imax(0, t.first_pos - W + 1) : 0;
+  const int32_t hi_lo = W > 0 ? kv_end - W : 0;  // the last row's window start
+  const int32_t kv_first = lo / Bc * Bc;
+  for (int32_t kv0 = kv_first; kv0 < kv_end; kv0 += Bc) {
     const int32_t bc = imin(Bc, kv_end - kv0);
-    if (kv0 == 0) {
-      slot_offsets(kv, kv0, bc, slot);
+    if (kv0 == kv_first) {
+      slot_offsets(kv, imax(kv0, lo), bc - imax(0, lo - kv0), slot + imax(0, lo - kv0));
+      for (int32_t j = 0; j < lo - kv0; ++j) slot[j] = slot[lo - kv0];
     } else {
       int64_t* tmp = slot;
       slot = slot_next;
@@ -394,8 +404,19 @@ void prefill(const PrefillTile& t, float* scratch) {
         }
       }
 
-      // Online softmax, L query rows at a time. The first tile holds position 0, which every
-      // query sees, so m is finite from then on; masked scores become exp2(-inf) = 0.
+      // Sliding window: scores of positions before a row's window start become -inf (a
+      // scalar pass over the tiles that hold window starts: one or two per row).
+      if (W > 0 && kv0 < hi_lo) {
+        for (int32_t i = 0; i < Rp; ++i) {
+          const int32_t low = static_cast<int32_t>(qpos[i]) - W + 1;  // first visible position
+          for (int32_t j = 0; j < imin(bc, low - kv0); ++j) s[static_cast<int64_t>(j) * Rp + i] = kNegInf;
+        }
+      }
+      // Online softmax, L query rows at a time. Without a window the first tile holds
+      // position 0, which every query sees, so m is finite from then on; masked scores become
+      // exp2(-inf) = 0. With one, a row may see a whole tile masked before its first visible
+      // position: its max is then taken as -FLT_MAX (never above a real score), so its
+      // weights and rescale factor are exp2(-inf) = 0 instead of exp2(NaN).
       for (int32_t i = 0; i < Rp; i += L) {
         const vec m_old = V::load(m + i);
         vec mx = m_old;
@@ -410,6 +431,7 @@ void prefill(const PrefillTile& t, float* scratch) {
         } else {
           for (int32_t j = 0; j < bc; ++j) mx = V::max(mx, V::load(s + static_cast<int64_t>(j) * Rp + i));
         }
+        if (W > 0) mx = V::max(mx, V::set1(-__FLT_MAX__));
         vec sum = V::zero();
         for (int32_t j = 0; j < bc; ++j) {
           float* sp = s + static_cast<int64_t>(j) * Rp + i;
@@ -422,7 +444,7 @@ void prefill(const PrefillTile& t, float* scratch) {
         V::store(m + i, mx);
         V::store(alpha + i, a);
       }
-      if (kv0 > 0) {
+      if (kv0 > kv_first) {
         for (int32_t i = 0; i < R; ++i) {  // padding rows' O is never read
           if (alpha[i] == 1.0f) continue;
           const vec a = V::set1(alpha[i]);

@@ -2,11 +2,13 @@
 // (sequence, query head) pair at a time:
 //   1. gather that head's K and V for the whole context (converted to float32),
 //   2. S = Q·K^T·scale                       [num_query, ctx] (materialised),
-//   3. causal mask: S[i][j] = -inf for j > position of query i,
+//   3. causal mask: S[i][j] = -inf for j > position of query i (and, with a sliding window,
+//      for j <= position - window),
 //   4. P = softmax(S) row by row             [num_query, ctx] (its own array),
 //   5. O = P·V.
 // Plain loops, float32 (exp in double for the softmax), no tiling: obviously correct, and
 // deliberately O(N^2) in memory so benchmarks can show what the flash backend avoids.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -56,9 +58,12 @@ class NaiveAttention final : public AttentionBackend {
     const int32_t* table = meta.block_tables + static_cast<int64_t>(s) * meta.max_blocks_per_seq;
     const int64_t kv_row = static_cast<int64_t>(shape.n_kv_heads) * hd;
 
-    // 1. Gather K and V of this KV head: [ctx, hd] each.
+    // 1. Gather K and V of this KV head: [ctx, hd] each (with a sliding window only from the
+    // first query's window start: earlier blocks may have been freed; those rows stay zero
+    // and are masked below).
+    const int64_t first_visible = shape.window > 0 ? std::max<int64_t>(0, ctx - nq - shape.window + 1) : 0;
     std::vector<float> k(ctx * hd), v(ctx * hd);
-    for (int64_t p = 0; p < ctx; ++p) {
+    for (int64_t p = first_visible; p < ctx; ++p) {
       const int64_t off = slot_of(table, meta.block_size, static_cast<int32_t>(p)) * kv_row + kv_h * hd;
       load_kv_values(cache.k, cache.dtype, off, &k[p * hd], hd);
       load_kv_values(cache.v, cache.dtype, off, &v[p * hd], hd);
@@ -76,6 +81,10 @@ class NaiveAttention final : public AttentionBackend {
     // 3. Causal mask: query i sits at position ctx - nq + i.
     for (int64_t i = 0; i < nq; ++i)
       for (int64_t j = ctx - nq + i + 1; j < ctx; ++j) scores[i * ctx + j] = -INFINITY;
+    // 3b. Sliding window: query i sees only positions j with (ctx - nq + i) - j < window.
+    if (shape.window > 0)
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t j = 0; j <= ctx - nq + i - shape.window && j < ctx; ++j) scores[i * ctx + j] = -INFINITY;
     // 4. P = softmax(S), row by row.
     std::vector<float> probs(nq * ctx);
     for (int64_t i = 0; i < nq; ++i) {
