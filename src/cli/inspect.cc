@@ -285,6 +285,16 @@ int InspectCommand::run() {
       capacity(c.kv_bytes_per_token_per_layer(kv_dtype), c.n_layers, bs, budget, max_len);
   const KvCapacity mha =
       capacity(c.mha_kv_bytes_per_token_per_layer(kv_dtype), c.n_layers, bs, budget, max_len);
+  // Sliding window in every layer: a decoding sequence holds at most ceil(window / block_size)
+  // + 1 blocks (the scheduler frees those before the window).
+  struct {
+    int64_t blocks_per_sequence = 0;  // 0: not bounded by a window
+    int64_t sequences = 0;
+  } window;
+  if (c.all_layers_sliding()) {
+    window.blocks_per_sequence = std::min<int64_t>((c.sliding_window + bs - 1) / bs + 1, (max_len + bs - 1) / bs);
+    window.sequences = window.blocks_per_sequence > 0 ? kv.blocks / window.blocks_per_sequence : 0;
+  }
   // The engine sizes its pool with ModelRunner::kv_bytes_per_block; the figure here is the same.
   LLMS_CHECK(kv.bytes_per_block == ModelRunner::kv_bytes_per_block(c, bs, kv_dtype));
   const double ratio = mha.bytes_per_token_per_layer > 0
@@ -375,6 +385,17 @@ int InspectCommand::run() {
                       {"active_expert_bytes", cost.active_expert_bytes}};
     j["attention"] = {{"type", attn}};
     if (!c.is_mla()) j["attention"]["group_size"] = group;
+    if (c.sliding_window > 0) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (int32_t l = 0; l < c.n_layers; ++l)
+        if (c.layer_window(l) > 0) layers.push_back(l);
+      j["attention"]["sliding_window"] = {{"window", c.sliding_window}, {"layers", layers}};
+      if (window.blocks_per_sequence > 0)
+        j["attention"]["sliding_window"]["kv_per_sequence"] = {
+            {"max_blocks", window.blocks_per_sequence},
+            {"max_bytes", window.blocks_per_sequence * kv.bytes_per_block},
+            {"sequences_held", window.sequences}};
+    }
     nlohmann::json k = capacity_json(kv);
     k["dtype"] = std::string(dtype_name(kv_dtype));
     k["block_size"] = bs;
@@ -488,6 +509,25 @@ int InspectCommand::run() {
     attn_text += fmt::format(" (one latent of kv_lora_rank {} + qk_rope {} per token)",
                              c.kv_lora_rank, c.qk_rope_head_dim);
   rows.push_back({"attention", attn_text});
+  if (c.sliding_window > 0) {
+    std::string layers;
+    int32_t n = 0;
+    for (int32_t l = 0; l < c.n_layers; ++l)
+      if (c.layer_window(l) > 0) layers += (n++ ? ", " : "") + std::to_string(l);
+    rows.push_back({"sliding window",
+                    c.all_layers_sliding()
+                        ? fmt::format("{} tokens, every layer", c.sliding_window)
+                        : fmt::format("{} tokens in layers {} (the other {} full attention)", c.sliding_window,
+                                      layers, c.n_layers - n)});
+    if (window.blocks_per_sequence > 0)
+      rows.push_back({"  KV per sequence",
+                      fmt::format("at most {} blocks ({}) once past the window: blocks before it return to "
+                                  "the pool; {} such sequences fit",
+                                  window.blocks_per_sequence,
+                                  human_bytes(window.blocks_per_sequence * kv.bytes_per_block), window.sequences)});
+    else
+      rows.push_back({"  KV per sequence", "every block is kept (full-attention layers read the whole context)"});
+  }
   print_rows(rows);
 
   std::printf("\nKV cache: %s, block size %d, %s budget (%lld bytes), sequences of %lld tokens\n",

@@ -54,6 +54,9 @@ struct Preset {
   int32_t n_experts = 0;
   int32_t n_experts_used = 0;
   int32_t expert_ffn_dim = 0;
+  // Sliding-window attention in every layer (0 = none), Mistral 7B v0.1 style: GGUF
+  // llama.attention.sliding_window, HF MistralForCausalLM sliding_window.
+  int32_t sliding_window = 0;
   bool is_moe() const { return n_experts > 0; }
 };
 
@@ -67,6 +70,9 @@ constexpr Preset kPresets[] = {
     // Qwen3-30B-A3B's shape scaled down (128 experts, top-8, width 768 there): 1.3B parameters,
     // ~0.26B of them read per token (64 experts, top-8, width 512).
     {"qwen3moe-1b", 32000, 1024, 12, 16, 4, 64, 2816, 2048, 1e6, 1e-6, 64, 8, 512},
+    // bench-250m's shape with Mistral 7B v0.1's sliding window scaled down (4096 of 32768
+    // there): a 512-token window in every layer, 8192 tokens of context.
+    {"mistral-swa-250m", 32000, 1024, 16, 16, 4, 64, 2816, 8192, 10000.0, 1e-5, 0, 0, 0, 512},
 };
 
 std::string preset_names() {
@@ -448,6 +454,7 @@ Status write_gguf(const Preset& p, DType dtype, const std::vector<TensorSpec>& t
   w.add_float32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(p.rms_norm_eps));
   w.add_float32(a + ".rope.freq_base", static_cast<float>(p.rope_theta));
   w.add_uint32(a + ".vocab_size", p.vocab_size);
+  if (p.sliding_window > 0) w.add_uint32(a + ".attention.sliding_window", p.sliding_window);
   if (p.is_moe()) {
     w.add_uint32(a + ".expert_count", p.n_experts);
     w.add_uint32(a + ".expert_used_count", p.n_experts_used);
@@ -530,9 +537,10 @@ Status write_hf(const Preset& p, DType dtype, const std::vector<TensorSpec>& ten
   out.close();
   if (!out) return DataLoss("{}: write failed", path);
 
+  const bool mistral = p.sliding_window > 0;
   nlohmann::ordered_json config = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
+      {"architectures", {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", mistral ? "mistral" : "llama"},
       {"vocab_size", p.vocab_size},
       {"hidden_size", p.dim},
       {"intermediate_size", p.ffn_dim},
@@ -552,6 +560,7 @@ Status write_hf(const Preset& p, DType dtype, const std::vector<TensorSpec>& ten
       {"eos_token_id", 2},
       {"torch_dtype", dtype == DType::kF32 ? "float32" : dtype == DType::kF16 ? "float16" : "bfloat16"},
   };
+  if (mistral) config["sliding_window"] = p.sliding_window;
   std::ofstream cfg(dir + "/config.json");
   cfg << config.dump(2) << "\n";
   cfg.close();

@@ -186,6 +186,44 @@ TEST(Inspect, ExpertsTotalAndActive) {
   EXPECT_NE(r.out.find("8 per layer, 2 used per token, width 32"), std::string::npos) << r.out;
 }
 
+// deepseek3-tiny: 16 experts of width 32 in layers 1-2 (layer 0 dense), top-4, sigmoid scores,
+// 4 groups with 2 kept, x 2.5, one ungated shared expert of 32. Expert matrices 2 layers * 16 *
+// 3 * 32*64 = 196608 parameters, a quarter read per token.
+TEST(Inspect, DeepseekRouting) {
+  const std::string dir = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/deepseek3-tiny/";
+  json j = inspect_json(quote(dir + "model.gguf"));
+  EXPECT_EQ(j["experts"]["n_experts"], 16);
+  EXPECT_EQ(j["experts"]["scoring"], "sigmoid");
+  EXPECT_EQ(j["experts"]["n_expert_groups"], 4);
+  EXPECT_EQ(j["experts"]["n_expert_groups_used"], 2);
+  EXPECT_EQ(j["experts"]["n_dense_leading_layers"], 1);
+  EXPECT_EQ(j["experts"]["shared_expert_gated"], false);
+  EXPECT_EQ(j["experts"]["expert_parameters"], 196608);
+  EXPECT_EQ(j["experts"]["active_expert_parameters"], 196608 / 4);
+  auto r = run_llmserve("inspect " + quote(dir + "hf"));
+  EXPECT_NE(r.out.find("sigmoid scores, experts from the best 2 of 4 groups (by their top-2 sum), weights x 2.5; "
+                       "layers 0..0 dense"),
+            std::string::npos)
+      << r.out;
+}
+
+// mistral-swa-tiny: window 40 in both layers; f32 KV, 2 KV heads of 16, 2 layers: a block of
+// 16 tokens is 16 * 2 * 2*2*16*4 = 8192 bytes; a sequence holds at most ceil(40 / 16) + 1 = 4.
+TEST(Inspect, SlidingWindowBoundsTheKvOfASequence) {
+  const std::string m = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/mistral-swa-tiny/model.gguf";
+  json j = inspect_json(quote(m) + " --kv-cache-memory 1MiB");
+  EXPECT_EQ(j["attention"]["sliding_window"]["window"], 40);
+  EXPECT_EQ(j["attention"]["sliding_window"]["layers"], json::array({0, 1}));
+  EXPECT_EQ(j["attention"]["sliding_window"]["kv_per_sequence"]["max_blocks"], 4);
+  EXPECT_EQ(j["attention"]["sliding_window"]["kv_per_sequence"]["max_bytes"], 4 * 8192);
+  EXPECT_EQ(j["attention"]["sliding_window"]["kv_per_sequence"]["sequences_held"], 128 / 4);
+  EXPECT_EQ(j["kv_cache"]["bytes_per_block"], 8192);
+  const std::string q = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/qwen2-swa-tiny/hf";
+  auto r = run_llmserve("inspect " + quote(q));
+  EXPECT_NE(r.out.find("16 tokens in layers 1, 2 (the other 1 full attention)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every block is kept"), std::string::npos) << r.out;
+}
+
 TEST(Inspect, SequencesThatFitInBudget) {
   // llama-gqa, f32, 1 MiB, block 16: a block is 16 tokens * 2 layers * 256 = 8192 bytes;
   // 1048576 / 8192 = 128 blocks = 2048 tokens; a 512-token sequence takes 512/16 = 32 blocks,
