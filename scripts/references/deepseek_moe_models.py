@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Independent float64 NumPy references for two tiny random-weight DeepSeek mixture-of-experts
+"""Independent float64 NumPy references for three tiny random-weight DeepSeek mixture-of-experts
 models with multi-head latent attention (MLA).
 
-Two models, one folder each under tests/models/data/ (found from this script's own path, so it
+Three models, one folder each under tests/models/data/ (found from this script's own path, so it
 can be run from anywhere):
 
   deepseek2moe-tiny  transformers DeepseekV2ForCausalLM (deepseek_v2), DeepSeek-V2-Lite's shape
@@ -14,6 +14,12 @@ can be run from anywhere):
                      noaux_tc group-limited top-4 of 16 (4 groups, 2 kept), renormalised,
                      routed_scaling_factor 2.5, one shared expert, layer 0 dense; GGUF arch
                      `deepseek2` with blk.N.exp_probs_b.bias
+  deepseek2-yarn-tiny deepseek2moe-tiny's config (same dims, MoE and all) with DeepSeek's YaRN:
+                     max_position_embeddings 256, rope_scaling {type yarn, factor 4,
+                     original_max_position_embeddings 64, beta_fast 32, beta_slow 1, mscale
+                     0.707, mscale_all_dim 0.707} (DeepSeek-V2-Lite's values but factor and
+                     original), so that `long` (160) runs past the original 64; GGUF arch
+                     `deepseek2` with rope.scaling.* and yarn_log_multiplier (see below)
 
 What it writes in each folder (as scripts/references/tiny_models.py does for its models):
 
@@ -37,18 +43,19 @@ llamacpp_logits_*.npy files come from scripts/references/llamacpp_reference.sh.)
 
 How to run (system Python with Debian's python3-numpy; nothing else needed):
 
-  /usr/bin/python3 scripts/references/deepseek_moe_models.py                (both models)
+  /usr/bin/python3 scripts/references/deepseek_moe_models.py                (all three models)
   /usr/bin/python3 scripts/references/deepseek_moe_models.py --model deepseek3
-      (one of deepseek2, deepseek3, all)
+      (one of deepseek2, deepseek3, deepseek2yarn, all)
   /usr/bin/python3 scripts/references/deepseek_moe_models.py --model deepseek2 \\
           --llamacpp-lite-copy /tmp/dsv2-q0
-      additionally writes /tmp/dsv2-q0/deepseek2moe-tiny/model.gguf: model.gguf with ONE extra
-      key, deepseek2.attention.q_lora_rank = 0 (u32), and nothing else changed. llama.cpp's
+      additionally writes /tmp/dsv2-q0/deepseek2moe-tiny/model.gguf (with --model deepseek2yarn
+      /tmp/dsv2-q0/deepseek2-yarn-tiny/model.gguf; the models without q LoRA): model.gguf with
+      ONE extra key, deepseek2.attention.q_lora_rank = 0 (u32), and nothing else changed. llama.cpp's
       deepseek2 loader requires that key unless the model has 26 or 27 layers (its "lite"
       check); the converter does not write it for q_lora_rank null. With 0, llama.cpp loads
       attn_q as DeepSeek-V2-Lite's. Only for making llama.cpp's reference; not committed:
         OUT_DIR=/tmp/dsv2-q0-out scripts/references/llamacpp_reference.sh \\
-            /tmp/dsv2-q0/deepseek2moe-tiny
+            /tmp/dsv2-q0/deepseek2moe-tiny      (or /tmp/dsv2-q0/deepseek2-yarn-tiny)
 
 It is self-contained apart from the generic file helpers of tiny_models.py (safetensors and
 GGUF readers/writers, the tokenizer metadata copy, RMSNorm / SiLU / sigmoid, ggml's RoPE): pure
@@ -75,6 +82,22 @@ expert_group_count / expert_weights_norm / expert_weights_scale) must reproduce 
 forward's logits to 1e-9 with the same argmax. A table of what the usual mistakes do to the
 logits is printed.
 
+For deepseek2-yarn-tiny also: the YaRN numbers are printed (corr dims, inv_freq, _mscale,
+softmax scale); the same weights without rope_scaling must change the `long` logits by > 1e-2
+(asserted; also printed: transformers' own DeepseekV2Attention scale, see below); q.k of the
+YaRN RoPE in transformers' complex form and in modeling_deepseek.py's de-interleave +
+rotate-half form must equal ggml rope_yarn set up from the GGUF metadata alone (llama.cpp's
+freq_scale, corr dims, ext_factor, attn_factor) to 1e-12 on positions 0..159. The GGUF holds
+yarn_log_multiplier = 0.1 * mscale_all_dim as f32 (0.07069999724626541), so the mscale_all_dim
+llama.cpp recovers is 0.7069999724626541, not 0.707: the softmax-scale factor differs by
+-7.0e-9 relative, which moves the logits by about 2.5e-8. The GGUF-only forward is therefore
+compared (to 1e-9, same argmax and experts) with the HF forward run with mscale = mscale_all_dim
+= that recovered value, and that HF forward with the committed (0.707) logits (< 1e-6, same
+argmax; printed). The mistake table adds YaRN's: rope.scaling ignored, the softmax scale
+without mscale^2, yarn_log_multiplier without the / 0.1, the key missing, ext_factor 0, and the
+corr dims from context_length (256) instead of original_context_length (64), which here gives
+the same dims [0, 2] and so is NOT caught by this model.
+
 Sources of the semantics:
   * transformers models/deepseek_v2/modeling_deepseek_v2.py:
     - DeepseekV2Attention: q = q_proj(x) (q_lora_rank null) or q_b_proj(q_a_layernorm(q_a_proj(
@@ -85,8 +108,14 @@ Sources of the semantics:
       adjacent pairs (x[2i], x[2i+1]) times freqs_cis = exp(i pos inv_freq_i), inv_freq =
       theta^(-arange(0, d, 2) / d) with d = head_dim = qk_rope_head_dim (DeepseekV2Config sets
       head_dim = qk_rope_head_dim); query = cat(q_nope, q_pe), key = cat(k_nope, k_pe expanded);
-      scaling = (qk_nope + qk_rope)^-0.5 (no rope_scaling here); causal softmax; o_proj.
+      scaling = (qk_nope + qk_rope)^-0.5; causal softmax; o_proj.
       No biases (attention_bias false).
+    - DeepseekV2RotaryEmbedding with rope_scaling (deepseek2-yarn-tiny): inv_freq and
+      attention_scaling from modeling_rope_utils._compute_yarn_parameters, freqs_cis *=
+      attention_scaling. NOTE: transformers' DeepseekV2Attention keeps scaling = (qk_nope +
+      qk_rope)^-0.5 under YaRN (no mscale_all_dim term; its DeepseekV3Attention has it). The
+      reference here follows DeepSeek's own code (below), as llama.cpp, vLLM and SGLang do;
+      transformers' reading is printed (max|diff| 0.94 short / 1.19 long, argmaxes flip).
     - DeepseekV2Moe: router_logits = gate(x) in float32 (float64 here); softmax; topk_method
       "greedy": top-k of the probabilities; topk_weight *= routed_scaling_factor. NOTE: this
       transformers class ignores norm_topk_prob (DeepSeek's own remote modeling_deepseek.py
@@ -96,6 +125,27 @@ Sources of the semantics:
       n_shared_experts, no gate). A layer is MoE when layer_idx >= first_k_dense_replace (the
       remote code also requires layer_idx % moe_layer_freq == 0; moe_layer_freq is 1 here), dense
       DeepseekV2MLP of intermediate_size otherwise. RMSNorm x * rsqrt(mean(x^2) + eps) * w.
+  * DeepSeek's remote modeling_deepseek.py (deepseek-ai/DeepSeek-V2-Lite on the Hub; the
+    reference for deepseek2-yarn-tiny's YaRN):
+    - DeepseekV2YarnRotaryEmbedding._set_cos_sin_cache, dim = qk_rope_head_dim: freq_extra =
+      1 / base^(arange(0, dim, 2) / dim); freq_inter = 1 / (factor * base^(arange(0, dim, 2) /
+      dim)); low, high = yarn_find_correction_range(beta_fast, beta_slow, dim, base,
+      original_max_position_embeddings): yarn_find_correction_dim(r) = dim ln(orig / (r 2 pi)) /
+      (2 ln base), low = max(floor(dim(beta_fast)), 0), high = min(ceil(dim(beta_slow)), dim - 1);
+      inv_freq_mask = 1 - yarn_linear_ramp_mask(low, high, dim // 2) (clamp((arange(n) - min) /
+      (max - min), 0, 1), max += 0.001 if min == max); inv_freq = freq_inter (1 - mask) +
+      freq_extra mask; cos / sin times _mscale = yarn_get_mscale(factor, mscale) /
+      yarn_get_mscale(factor, mscale_all_dim), yarn_get_mscale(s, m) = 1 if s <= 1 else 0.1 m
+      ln(s) + 1. (transformers' _compute_yarn_parameters computes the same inv_freq and, with
+      mscale and mscale_all_dim both set, the same attention factor; the versions that take
+      factor = max_position_embeddings / original agree: 256 / 64 = 4.)
+      Here: corr dims -0.497 .. 1.008 -> low 0, high 2; mask [1, 0.5, 0, 0]; inv_freq [1,
+      0.0625, 0.0025, 0.00025] (pair 0 extrapolated, pair 1 half, pairs 2-3 / 4); _mscale 1.
+    - apply_rotary_pos_emb: q / k de-interleaved (view(d/2, 2).transpose) then rotate-half: the
+      same q.k as adjacent-pair rotation (checked).
+    - DeepseekV2Attention: softmax_scale = q_head_dim^-0.5, times mscale * mscale with mscale =
+      yarn_get_mscale(factor, mscale_all_dim) when rope_scaling has a nonzero mscale_all_dim:
+      here 24^-0.5 * 1.0980110113^2 = 0.2460978219.
   * transformers models/deepseek_v3/modeling_deepseek_v3.py:
     - DeepseekV3Attention: the same MLA; RoPE by apply_rotary_pos_emb_interleave when
       config.rope_interleave (true, the default, written in config.json): q.view(..., d/2,
@@ -130,7 +180,28 @@ Sources of the semantics:
       value_length = kv_lora_rank, attention.key_length_mla = qk_nope + qk_rope, attention.
       value_length_mla = v_head_dim, expert_feed_forward_length (moe_intermediate_size),
       expert_shared_count, expert_weights_scale (f32), expert_weights_norm (bool, only when
-      true), rope.dimension_count (qk_rope_head_dim). No rope.scaling keys (rope_scaling null).
+      true), rope.dimension_count (qk_rope_head_dim). No rope.scaling keys for rope_scaling
+      null. For rope_type yarn (the converter's TextModel.__init__ copies "type" to
+      "rope_type"), TextModel.set_gguf_parameters writes, right after head_count_kv:
+      rope.scaling.type "yarn", rope.scaling.factor (f32), rope.scaling.original_context_length
+      (u32), rope.scaling.yarn_ext_factor / yarn_attn_factor only for extrapolation_factor /
+      attention_factor / attn_factor in the config (absent here), rope.scaling.yarn_beta_fast and
+      yarn_beta_slow (f32) when the config has them (it has: written); and DeepseekV2Model
+      .set_gguf_parameters, after rope.dimension_count, rope.scaling.yarn_log_multiplier = 0.1 *
+      mscale_all_dim (f32) when mscale_all_dim is not None ([TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]).
+      mscale itself is not written.
+    - YaRN as llama.cpp reads it (yarn_llamacpp_deepseek2 below; llama-model.cpp,
+      models/deepseek2.cpp, llama-context.cpp, ggml.c ggml_rope_yarn_corr_dims, ggml-cpu
+      rope_yarn): freq_scale 1/4, ext_factor 1, corr dims [0, 2] (the same as transformers'),
+      rope_yarn_log_mul = yarn_log_multiplier / 0.1; yarn_attn_factor = get_mscale(4, m) /
+      get_mscale(4, m) / (1 + 0.1 ln 4) (m = mscale_all_dim for both: llama.cpp assumes mscale ==
+      mscale_all_dim for deepseek2), so cos / sin * attn_factor * (1 + 0.1 ln 4) = 1; kq_scale =
+      (attn_factor (1 + 0.1 ln 4) (1 + 0.1 m ln 4))^2 / sqrt(24) = mscale(4, m)^2 / sqrt(24).
+      That equals DeepSeek's reading exactly here. It would differ (1) where mscale !=
+      mscale_all_dim (llama.cpp cannot express the _mscale ratio: the GGUF has no mscale key),
+      (2) by the f32 rounding of 0.1 * mscale_all_dim (-7e-9 relative on the scale here), and
+      (3) where beta_fast / beta_slow are not 32 / 1: llama.cpp's deepseek2 never reads the
+      yarn_beta_* keys (hparams defaults 32 / 1; only grok reads them).
     - tensors: token_embd, output_norm, output, blk.N.attn_norm, attn_q (no q LoRA) or attn_q_a,
       attn_q_a_norm, attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_k_b, attn_v_b, attn_output,
       ffn_norm; dense layers ffn_gate, ffn_up, ffn_down; MoE layers ffn_gate_inp,
@@ -152,6 +223,8 @@ Sources of the semantics:
       it. Shared experts: build_ffn SwiGLU, added unweighted. With n_group 1 (V2) no group step.
     - the deepseek2 loader reads attention.q_lora_rank unconditionally unless n_layer is 26 or
       27 (or 48 with a 128256 vocabulary): a 3-layer V2 file without it is refused.
+    - the YaRN model's llama.cpp logits (through the q_lora_rank = 0 copy, as deepseek2moe-tiny's)
+      agree with the NumPy ones to 1.9e-6 (short) / 1.4e-6 (long), same argmax.
   * File formats: see tiny_models.py (GGUF v3 per ggml docs/gguf.md; safetensors).
 """
 
@@ -255,10 +328,28 @@ DEEPSEEK3_CONFIG = {
     "torch_dtype": "float32",
 }
 
+# deepseek2moe-tiny with DeepSeek's YaRN: DeepSeek-V2-Lite's rope_scaling (its keys, in its
+# config.json's order, its beta_fast / beta_slow / mscale / mscale_all_dim) but factor 4 from an
+# original context of 64, so that the `long` sequence (160) runs past it and the correction
+# range falls inside the 4 frequency pairs of qk_rope_head_dim 8. max_position_embeddings =
+# factor * original (transformers versions that re-derive factor from that ratio agree).
+DEEPSEEK2YARN_CONFIG = dict(DEEPSEEK2_CONFIG)
+DEEPSEEK2YARN_CONFIG["max_position_embeddings"] = 256
+DEEPSEEK2YARN_CONFIG["rope_scaling"] = {
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "factor": 4.0,
+    "mscale": 0.707,
+    "mscale_all_dim": 0.707,
+    "original_max_position_embeddings": 64,
+    "type": "yarn",
+}
+
 # name -> (output folder, HF config)
 MODELS = {
     "deepseek2": ("deepseek2moe-tiny", DEEPSEEK2_CONFIG),
     "deepseek3": ("deepseek3-tiny", DEEPSEEK3_CONFIG),
+    "deepseek2yarn": ("deepseek2-yarn-tiny", DEEPSEEK2YARN_CONFIG),
 }
 ARCH = "deepseek2"
 # e_score_correction_bias ~ BIAS_OFFSET + BIAS_STD N(0, 1). The common offset changes neither
@@ -277,7 +368,7 @@ MAX_SEED_DS = 5000
 def hparams(cfg):
     mt = cfg["model_type"]
     assert mt in ("deepseek_v2", "deepseek_v3"), mt
-    assert cfg.get("rope_scaling") is None and not cfg.get("attention_bias", False)
+    assert not cfg.get("attention_bias", False)
     assert cfg.get("moe_layer_freq", 1) == 1
     h = {
         "v3": mt == "deepseek_v3",
@@ -306,6 +397,7 @@ def hparams(cfg):
         "theta": cfg["rope_theta"],
         "tie": cfg.get("tie_word_embeddings", False),
     }
+    h["yarn"] = None if cfg.get("rope_scaling") is None else deepseek_yarn(cfg, h["rope"], h["theta"])
     h["shared_ffn"] = h["expert_ffn"] * h["n_shared"]
     if h["v3"]:
         assert h["scoring"] == "sigmoid" and h["topk_method"] == "noaux_tc"
@@ -316,6 +408,49 @@ def hparams(cfg):
         assert h["scoring"] == "softmax" and h["topk_method"] == "greedy" and not h["norm_topk"]
         assert h["n_group"] == 1 and h["topk_group"] == 1
     return h
+
+
+def yarn_get_mscale(scale, mscale=1.0):
+    """modeling_deepseek.py yarn_get_mscale (transformers' get_mscale)."""
+    import math
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def deepseek_yarn(cfg, dim, base):
+    """DeepSeek's YaRN in float64: modeling_deepseek.py DeepseekV2YarnRotaryEmbedding
+    ._set_cos_sin_cache (= transformers' _compute_yarn_parameters with mscale / mscale_all_dim)
+    and the DeepseekV2Attention softmax scale. dim = qk_rope_head_dim. Returns inv_freq [dim/2],
+    the cos/sin factor (_mscale), the softmax-scale factor mscale(factor, mscale_all_dim)^2 and
+    the intermediate values."""
+    import math
+    rs = cfg["rope_scaling"]
+    assert rs.get("rope_type", rs.get("type")) == "yarn", rs
+    assert set(rs) <= {"type", "rope_type", "factor", "original_max_position_embeddings",
+                       "beta_fast", "beta_slow", "mscale", "mscale_all_dim"}, rs
+    factor = float(rs["factor"])
+    orig = rs["original_max_position_embeddings"]
+    # transformers versions that set factor = max_position_embeddings / original get the same.
+    assert cfg["max_position_embeddings"] / orig == factor, (cfg["max_position_embeddings"], orig, factor)
+    beta_fast, beta_slow = rs.get("beta_fast", 32), rs.get("beta_slow", 1)
+    mscale, mscale_all_dim = rs.get("mscale", 1), rs.get("mscale_all_dim", 0)
+    find_dim = lambda n_rot: (dim * math.log(orig / (n_rot * 2 * math.pi))) / (2 * math.log(base))
+    low = max(math.floor(find_dim(beta_fast)), 0)                # yarn_find_correction_range
+    high = min(math.ceil(find_dim(beta_slow)), dim - 1)
+    hi = high + 0.001 if low == high else high                    # yarn_linear_ramp_mask
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (hi - low), 0.0, 1.0)
+    inv_freq_mask = 1.0 - ramp
+    pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    freq_extra, freq_inter = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    inv_freq_y = freq_inter * (1.0 - inv_freq_mask) + freq_extra * inv_freq_mask
+    rope_mscale = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim)
+    softmax_factor = yarn_get_mscale(factor, mscale_all_dim) ** 2 if mscale_all_dim else 1.0
+    return {"factor": factor, "original": orig, "beta_fast": beta_fast, "beta_slow": beta_slow,
+            "mscale": mscale, "mscale_all_dim": mscale_all_dim,
+            "corr_dim_fast": find_dim(beta_fast), "corr_dim_slow": find_dim(beta_slow),
+            "low": low, "high": high, "inv_freq_mask": inv_freq_mask,
+            "freq_extra": freq_extra, "freq_inter": freq_inter, "inv_freq": inv_freq_y,
+            "rope_mscale": rope_mscale, "softmax_factor": softmax_factor,
+            "mscale_kq": yarn_get_mscale(factor, mscale_all_dim)}
 
 
 def is_moe_layer(h, i):
@@ -386,26 +521,35 @@ def inv_freq(theta, dim):
     return 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
 
 
-def rope_v2_complex(x, positions, theta):
+def rope_v2_complex(x, positions, theta, yarn=None):
     """transformers DeepseekV2 apply_rotary_emb: view_as_complex of adjacent pairs times
-    freqs_cis = polar(1, pos * inv_freq). x: [T, heads, d]."""
+    freqs_cis = polar(1, pos * inv_freq). x: [T, heads, d]. yarn: deepseek_yarn() or None; with
+    it inv_freq is YaRN's and freqs_cis is multiplied by its _mscale (attention_scaling)."""
     d = x.shape[-1]
-    ang = positions.astype(np.float64)[:, None] * inv_freq(theta, d)[None, :]    # [T, d/2]
+    freqs = inv_freq(theta, d) if yarn is None else yarn["inv_freq"]
+    ang = positions.astype(np.float64)[:, None] * freqs[None, :]                 # [T, d/2]
     xc = x[..., 0::2] + 1j * x[..., 1::2]
     out = xc * np.exp(1j * ang)[:, None, :]
+    if yarn is not None:
+        out = out * yarn["rope_mscale"]
     r = np.empty_like(x)
     r[..., 0::2], r[..., 1::2] = out.real, out.imag
     return r
 
 
-def rope_v3_interleave(x, positions, theta):
+def rope_v3_interleave(x, positions, theta, yarn=None):
     """transformers DeepseekV3 apply_rotary_pos_emb_interleave: de-interleave (view(d/2, 2)
-    .transpose) then rotate-half with emb = cat(freqs, freqs). x: [T, heads, d]."""
+    .transpose) then rotate-half with emb = cat(freqs, freqs). x: [T, heads, d]. Also DeepSeek's
+    own modeling_deepseek.py apply_rotary_pos_emb (V2 and V3: the same de-interleave), whose
+    DeepseekV2YarnRotaryEmbedding multiplies cos / sin by _mscale (yarn: deepseek_yarn())."""
     d = x.shape[-1]
     x = x.reshape(*x.shape[:-1], d // 2, 2).swapaxes(-1, -2).reshape(x.shape)
-    freqs = positions.astype(np.float64)[:, None] * inv_freq(theta, d)[None, :]
+    freqs = positions.astype(np.float64)[:, None] * (
+        inv_freq(theta, d) if yarn is None else yarn["inv_freq"])[None, :]
     emb = np.concatenate([freqs, freqs], axis=-1)
     cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+    if yarn is not None:
+        cos, sin = cos * yarn["rope_mscale"], sin * yarn["rope_mscale"]
     rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
     return x * cos + rot * sin
 
@@ -420,8 +564,10 @@ def causal_softmax(scores):
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def mla_attention_hf(x, W, p, h):
-    """DeepseekV2Attention / DeepseekV3Attention, unabsorbed. x: [T, d] (input_layernorm'ed)."""
+def mla_attention_hf(x, W, p, h, native_v2_scale=False):
+    """DeepseekV2Attention / DeepseekV3Attention, unabsorbed. x: [T, d] (input_layernorm'ed).
+    native_v2_scale: transformers' own DeepseekV2Attention, which leaves the softmax scale at
+    (nope + rope)^-0.5 under YaRN (only for the comparison printed for deepseek2-yarn-tiny)."""
     T = x.shape[0]
     nh, nope, rope, vd, L = h["nh"], h["nope"], h["rope"], h["v"], h["kv_lora"]
     f = lambda n: W[p + "self_attn." + n].astype(np.float64)
@@ -439,10 +585,14 @@ def mla_attention_hf(x, W, p, h):
     k_nope, value = kv[..., :nope], kv[..., nope:]
     pos = np.arange(T)
     rope_fn = rope_v3_interleave if h["v3"] else rope_v2_complex
-    q_pe, k_pe = rope_fn(q_pe, pos, h["theta"]), rope_fn(k_pe, pos, h["theta"])
+    y = h["yarn"]
+    q_pe, k_pe = rope_fn(q_pe, pos, h["theta"], y), rope_fn(k_pe, pos, h["theta"], y)
     query = np.concatenate([q_nope, q_pe], axis=-1)                           # [T, H, 24]
     key = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, nh, rope))], axis=-1)
-    scores = np.einsum("thd,shd->hts", query, key) * (nope + rope) ** -0.5
+    scale = (nope + rope) ** -0.5
+    if y is not None and not native_v2_scale:
+        scale = scale * y["softmax_factor"]     # DeepseekV2Attention: * mscale(mscale_all_dim)^2
+    scores = np.einsum("thd,shd->hts", query, key) * scale
     probs = causal_softmax(scores)
     out = np.einsum("hts,shd->thd", probs, value).reshape(T, nh * vd)
     return out @ f("o_proj.weight").T
@@ -523,15 +673,17 @@ def moe_hf(x, W, p, h, stats):
                         W[m + "shared_experts.down_proj.weight"])
 
 
-def forward(W, cfg, tokens, stats=None):
-    """Float64 logits [T, vocab]; stats (list) gets one entry per MoE layer."""
+def forward(W, cfg, tokens, stats=None, native_v2_scale=False):
+    """Float64 logits [T, vocab]; stats (list) gets one entry per MoE layer. native_v2_scale:
+    see mla_attention_hf."""
     stats = [] if stats is None else stats
     h = hparams(cfg)
     eps = h["eps"]
     x = W["model.embed_tokens.weight"].astype(np.float64)[np.asarray(tokens, dtype=np.int64)]
     for i in range(h["n_layers"]):
         p = f"model.layers.{i}."
-        x = x + mla_attention_hf(rms_norm(x, W[p + "input_layernorm.weight"], eps), W, p, h)
+        x = x + mla_attention_hf(rms_norm(x, W[p + "input_layernorm.weight"], eps), W, p, h,
+                                 native_v2_scale)
         y = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         if is_moe_layer(h, i):
             x = x + moe_hf(y, W, p, h, stats)
@@ -611,6 +763,21 @@ def gguf_metadata(cfg, name, extra_q_lora_zero=False):
         (f"{a}.feed_forward_length", u32(h["ffn"])),
         (f"{a}.attention.head_count", u32(h["nh"])),
         (f"{a}.attention.head_count_kv", u32(1)),      # MLA written as MQA
+    ]
+    y = h["yarn"]
+    if y is not None:
+        # TextModel.set_gguf_parameters for rope_type "yarn" (the converter copies "type" to
+        # "rope_type"): type, factor, original_context_length, then yarn_ext_factor /
+        # yarn_attn_factor (absent: no extrapolation_factor / attention_factor / attn_factor in
+        # the config), yarn_beta_fast, yarn_beta_slow (present in the config: written).
+        kv += [
+            (f"{a}.rope.scaling.type", (T_STRING, "yarn")),
+            (f"{a}.rope.scaling.factor", f32(y["factor"])),
+            (f"{a}.rope.scaling.original_context_length", u32(y["original"])),
+            (f"{a}.rope.scaling.yarn_beta_fast", f32(y["beta_fast"])),
+            (f"{a}.rope.scaling.yarn_beta_slow", f32(y["beta_slow"])),
+        ]
+    kv += [
         (f"{a}.rope.freq_base", f32(h["theta"])),
         (f"{a}.attention.layer_norm_rms_epsilon", f32(h["eps"])),
         (f"{a}.expert_count", u32(h["n_experts"])),
@@ -640,6 +807,11 @@ def gguf_metadata(cfg, name, extra_q_lora_zero=False):
         kv += [(f"{a}.expert_weights_norm", (T_BOOL, True))]
     kv += [
         (f"{a}.rope.dimension_count", u32(h["rope"])),
+    ]
+    if y is not None and "mscale_all_dim" in cfg["rope_scaling"]:   # "is not None" there
+        # DeepseekV2Model.set_gguf_parameters [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: 0.1 * mscale_all_dim
+        kv += [(f"{a}.rope.scaling.yarn_log_multiplier", f32(0.1 * y["mscale_all_dim"]))]
+    kv += [
         ("tokenizer.ggml.bos_token_id", u32(cfg["bos_token_id"])),
         ("tokenizer.ggml.eos_token_id", u32(cfg["eos_token_id"])),
     ]
@@ -649,6 +821,72 @@ def gguf_metadata(cfg, name, extra_q_lora_zero=False):
 # --------------------------------------------------------------------------
 # GGUF forward pass (float64): llama.cpp's reading of the file
 # --------------------------------------------------------------------------
+
+def yarn_llamacpp_deepseek2(meta, n_rot, theta, mistake=None):
+    """llama.cpp's YaRN for deepseek2 from the GGUF metadata alone, in float64 (None unless
+    rope.scaling.type is yarn): the ggml_rope_ext arguments (freq_scale, corr_dims, ext_factor,
+    and the mscale rope_yarn multiplies cos / sin by) and the MLA graph's kq_scale factor.
+      llama-model.cpp load_hparams: rope.scaling.type, rope_freq_scale_train = 1 / factor,
+        n_ctx_orig_yarn = original_context_length (else context_length), rope_attn_factor =
+        rope.scaling.attn_factor (else 1); yarn_beta_fast / yarn_beta_slow are NOT read for
+        deepseek2 (only grok reads them): hparams defaults 32 / 1.
+      models/deepseek2.cpp load_arch_hparams: rope_yarn_log_mul = yarn_log_multiplier / 0.1
+        [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX] (i.e. mscale_all_dim again).
+      llama-context.cpp: ext_factor = 1 for yarn; with rope_yarn_log_mul != 0, mscale = 1, or
+        mscale_all_dims itself when that is not 1 (deepseek2 special case: it assumes mscale ==
+        mscale_all_dim, as V2-Lite's config has); yarn_attn_factor = get_mscale(factor, mscale) /
+        get_mscale(factor, mscale_all_dims) / (1 + 0.1 ln factor) * rope_attn_factor (without the
+        key: get_mscale(factor, 1) / (1 + 0.1 ln factor)).
+      ggml.c ggml_rope_yarn_corr_dims: [max(0, floor(corr_dim(beta_fast))), min(n_rot - 1,
+        ceil(corr_dim(beta_slow)))], corr_dim(r) = n_rot ln(n_ctx_orig / (2 pi r)) / (2 ln base).
+      ggml-cpu rope_yarn: theta = theta_interp (1 - ramp) + theta_extrap ramp, ramp = (1 -
+        clamp((i0/2 - lo) / max(0.001, hi - lo), 0, 1)) * ext_factor; cos / sin * attn_factor *
+        (1 + 0.1 ln(1 / freq_scale)).
+      models/deepseek2.cpp graph: attn_factor_org = attn_factor * (1 + 0.1 ln(1 / freq_scale));
+        mscale = attn_factor_org * (1 + 0.1 rope_yarn_log_mul ln(1 / freq_scale)); kq_scale =
+        mscale^2 / sqrt(key_length_mla).
+    mistake: one of YARN_MISTAKES or None."""
+    import math
+    a = meta["general.architecture"]
+    if meta.get(f"{a}.rope.scaling.type", "linear") != "yarn" or mistake == "no_yarn":
+        return None
+    factor = meta.get(f"{a}.rope.scaling.factor", 0.0)
+    freq_scale = 1.0 if factor == 0.0 else 1.0 / factor
+    n_ctx_orig = meta.get(f"{a}.rope.scaling.original_context_length", meta[f"{a}.context_length"])
+    if mistake == "orig_ctx_from_context_length":
+        n_ctx_orig = meta[f"{a}.context_length"]
+    beta_fast, beta_slow = 32.0, 1.0            # llama_hparams defaults; the keys are not read
+    ext_factor = 0.0 if mistake == "no_ramp" else 1.0
+    rope_attn_factor = meta.get(f"{a}.rope.scaling.attn_factor", 1.0)
+    log_mul = meta.get(f"{a}.rope.scaling.yarn_log_multiplier", 0.0)
+    if f"{a}.rope.scaling.yarn_log_multiplier" in meta and mistake != "log_mul_unfixed":
+        log_mul = log_mul / 0.1
+    if mistake == "no_log_mul":
+        log_mul = 0.0
+    f = 1.0 / freq_scale
+    get_mscale = lambda scale, ms: 1.0 if scale <= 1.0 else 0.1 * ms * math.log(scale) + 1.0
+    if log_mul != 0.0:
+        mscale = log_mul if log_mul != 1.0 else 1.0
+        attn_factor = get_mscale(f, mscale) / get_mscale(f, log_mul)
+    else:
+        attn_factor = get_mscale(f, 1.0)
+    if ext_factor != 0.0:
+        attn_factor *= 1.0 / (1.0 + 0.1 * math.log(f))
+    attn_factor *= rope_attn_factor
+    corr_dim = lambda n_r: n_rot * math.log(n_ctx_orig / (n_r * 2 * math.pi)) / (2 * math.log(theta))
+    lo = max(0.0, math.floor(corr_dim(beta_fast)))
+    hi = min(n_rot - 1.0, float(math.ceil(corr_dim(beta_slow))))
+    rope_ms = attn_factor
+    if ext_factor != 0.0:
+        rope_ms *= 1.0 + 0.1 * math.log(1.0 / freq_scale)
+    attn_factor_org = attn_factor * (1.0 + 0.1 * math.log(1.0 / freq_scale))
+    kq_ms = attn_factor_org * (1.0 + 0.1 * log_mul * math.log(1.0 / freq_scale))
+    if mistake == "no_kq_mscale":
+        kq_ms = 1.0
+    return {"freq_scale": freq_scale, "corr_dims": (lo, hi), "ext_factor": ext_factor,
+            "mscale": rope_ms, "kq_mscale": kq_ms, "attn_factor": attn_factor,
+            "n_ctx_orig": n_ctx_orig, "rope_yarn_log_mul": log_mul}
+
 
 def forward_gguf(meta, G, tokens, stats=None, mistake=None):
     """Logits [T, vocab] from the GGUF tensors and metadata only, as src/models/deepseek2.cpp
@@ -672,6 +910,9 @@ def forward_gguf(meta, G, tokens, stats=None, mistake=None):
     w_scale = m("expert_weights_scale", 0.0)
     n_shexp = m("expert_shared_count")
     kq_scale = 1.0 / np.sqrt(L + n_rot if mistake == "kq_scale_key_length" else k_mla)
+    yarn = yarn_llamacpp_deepseek2(meta, n_rot, theta, mistake)
+    if yarn is not None:
+        kq_scale = yarn["kq_mscale"] * yarn["kq_mscale"] * kq_scale
     stats = [] if stats is None else stats
     f = lambda n: G[n].astype(np.float64)
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -691,8 +932,8 @@ def forward_gguf(meta, G, tokens, stats=None, mistake=None):
         q_nope, q_pe = q[..., :nope], q[..., nope:]
         kv_cmpr_pe = cur @ f(b + "attn_kv_a_mqa.weight").T              # [T, L + n_rot]
         kv_cmpr, k_pe = kv_cmpr_pe[:, :L], kv_cmpr_pe[:, L:].reshape(T, 1, n_rot)
-        q_pe = rope_ggml(q_pe, pos, theta, n_rot, neox)
-        k_pe = rope_ggml(k_pe, pos, theta, n_rot, neox)
+        q_pe = rope_ggml(q_pe, pos, theta, n_rot, neox, yarn)
+        k_pe = rope_ggml(k_pe, pos, theta, n_rot, neox, yarn)
         kv_cmpr = rms_norm(kv_cmpr, G[b + "attn_kv_a_norm.weight"], eps)
         k_b, v_b = f(b + "attn_k_b.weight"), f(b + "attn_v_b.weight")    # [H, L, nope], [H, v, L]
         assert k_b.shape == (nh, L, nope) and v_b.shape == (nh, v_mla, L)
@@ -764,7 +1005,16 @@ MISTAKES = {
     "no_groups": "group limit ignored (top-k over all experts)",
     "group_max": "group score = max instead of the sum of the top 2",
     "no_shared": "shared experts left out",
+    # deepseek2-yarn-tiny only (YARN_MISTAKES)
+    "no_yarn": "rope.scaling keys ignored (plain RoPE, plain softmax scale)",
+    "no_kq_mscale": "softmax scale without mscale(factor, mscale_all_dim)^2 (transformers' own DeepseekV2Attention)",
+    "log_mul_unfixed": "yarn_log_multiplier (0.1 * mscale_all_dim) taken as mscale_all_dim (no / 0.1)",
+    "no_log_mul": "yarn_log_multiplier missing (llama.cpp's generic YaRN: cos / sin and the kq mscale both 1 + 0.1 ln 4)",
+    "orig_ctx_from_context_length": "correction dims from context_length (256) instead of original_context_length (64)",
+    "no_ramp": "ext_factor 0: every pair interpolated (linear scaling by 1/factor), no YaRN ramp",
 }
+YARN_MISTAKES = ("no_yarn", "no_kq_mscale", "log_mul_unfixed", "no_log_mul",
+                 "orig_ctx_from_context_length", "no_ramp")
 
 
 # --------------------------------------------------------------------------
@@ -835,6 +1085,23 @@ def shape_json(model, cfg, seed, r, G):
         s["e_score_correction_bias"] = f"{BIAS_OFFSET} + {BIAS_STD} N(0, 1)"
         s["min_group_score_gap"] = r["min_group_gap"]
         s["min_selection_value"] = r["min_choice"]
+    y = h["yarn"]
+    if y is not None:
+        # the values used: softmax_scale and rope_inv_freq above are the unscaled ones
+        s["rope_scaling"] = cfg["rope_scaling"]
+        s["yarn"] = {
+            "dim": h["rope"],
+            "corr_dim_beta_fast": y["corr_dim_fast"], "corr_dim_beta_slow": y["corr_dim_slow"],
+            "low": y["low"], "high": y["high"],
+            "inv_freq_extrapolation_mask": [float(v) for v in y["inv_freq_mask"]],
+            "rope_inv_freq": [float(v) for v in y["inv_freq"]],
+            "rope_cos_sin_mscale": y["rope_mscale"],
+            "mscale_mscale_all_dim": y["mscale_kq"],
+            "softmax_scale_factor": y["softmax_factor"],
+            "softmax_scale": (h["nope"] + h["rope"]) ** -0.5 * y["softmax_factor"],
+            "gguf_yarn_log_multiplier_f32": float(np.float32(0.1 * y["mscale_all_dim"])),
+        }
+        s["max_abs_diff_without_yarn"] = r["no_yarn_diff"]
     s["min_argmax_margin"] = r["margin"]
     s["gguf_tensors"] = {n: list(t.shape) for n, t in G.items()}
     return s
@@ -845,6 +1112,8 @@ def mistake_table(meta, RG, logits, seqs, h):
         if key in ("no_bias", "biased_weights", "no_groups", "group_max", "no_norm") and not h["v3"]:
             continue
         if key == "norm" and h["norm_topk"]:
+            continue
+        if key in YARN_MISTAKES and h["yarn"] is None:
             continue
         out = []
         for name in ("short", "long"):
@@ -884,6 +1153,34 @@ def generate(model, seqs, lite_copy=None):
                   f"(topk_group={h['topk_group']}): {gc.tolist()}")
         # 0.0 masking (transformers) and -inf masking (llama.cpp) pick the same experts.
         assert r["min_choice"] > 0.0
+    y = h["yarn"]
+    if y is not None:
+        print(f"YaRN (DeepSeek): dim {h['rope']}, factor {y['factor']:g}, original context "
+              f"{y['original']}, corr dims {y['corr_dim_fast']:.4f} (beta_fast {y['beta_fast']}) .. "
+              f"{y['corr_dim_slow']:.4f} (beta_slow {y['beta_slow']}) -> low {y['low']}, high {y['high']}")
+        print(f"  inv_freq_mask (1 = extrapolated) {np.round(y['inv_freq_mask'], 6).tolist()}")
+        print(f"  freq_extra {[f'{v:.8g}' for v in y['freq_extra']]}")
+        print(f"  inv_freq   {[f'{v:.8g}' for v in y['inv_freq']]}")
+        print(f"  cos/sin _mscale = mscale({y['factor']:g}, {y['mscale']}) / mscale({y['factor']:g}, "
+              f"{y['mscale_all_dim']}) = {y['rope_mscale']!r}; softmax scale = 24^-0.5 * "
+              f"mscale({y['factor']:g}, {y['mscale_all_dim']})^2 = {(h['nope'] + h['rope']) ** -0.5:.10f} * "
+              f"{y['mscale_kq']:.10f}^2 = {(h['nope'] + h['rope']) ** -0.5 * y['softmax_factor']:.10f}")
+        # YaRN matters: the same weights without rope_scaling, and with transformers' own
+        # DeepseekV2Attention (no mscale^2 on the softmax scale).
+        cfg_plain = dict(cfg, rope_scaling=None)
+        r["no_yarn_diff"] = 0.0
+        for name, toks in seqs.items():
+            plain = forward(W, cfg_plain, toks)
+            native = forward(W, cfg, toks, native_v2_scale=True)
+            d_plain = float(np.abs(plain - logits[name]).max())
+            d_native = float(np.abs(native - logits[name]).max())
+            print(f"  {name:5s}: max|diff| without rope_scaling {d_plain:.4f} "
+                  f"({int((plain.argmax(-1) != logits[name].argmax(-1)).sum())} argmax); with "
+                  f"transformers' DeepseekV2Attention scale (no mscale^2) {d_native:.4f} "
+                  f"({int((native.argmax(-1) != logits[name].argmax(-1)).sum())} argmax)")
+            if name == "long":
+                r["no_yarn_diff"] = d_plain
+                assert d_plain > 1e-2, d_plain
 
     (out_dir / "hf").mkdir(parents=True, exist_ok=True)
     (out_dir / "hf" / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
@@ -938,17 +1235,58 @@ def generate(model, seqs, lite_copy=None):
     assert rd < 1e-12, rd
     print(f"RoPE: q.k of transformers' V2 complex / V3 interleave forms vs ggml NORM on positions 0..159: "
           f"max|diff| {rd:.1e}")
+    gguf_ref, gguf_ref_stats = logits, stats
+    if y is not None:
+        # The same with YaRN: transformers' complex form and modeling_deepseek.py's de-interleave
+        # + rotate-half (both with YaRN's inv_freq and _mscale) vs ggml rope_yarn set up from the
+        # GGUF metadata alone as llama.cpp does.
+        yg = yarn_llamacpp_deepseek2(meta, h["rope"], meta[f"{ARCH}.rope.freq_base"])
+        assert yg["corr_dims"] == (float(y["low"]), float(y["high"])) and yg["n_ctx_orig"] == y["original"]
+        dots = {nm: np.einsum("thd,sgd->ths", fn(qa, posr), fn(ka, posr))
+                for nm, fn in (("v2", lambda x, p_: rope_v2_complex(x, p_, h["theta"], y)),
+                               ("remote", lambda x, p_: rope_v3_interleave(x, p_, h["theta"], y)),
+                               ("ggml", lambda x, p_: rope_ggml(x, p_, h["theta"], h["rope"], False, yg)))}
+        rd = max(float(np.abs(dots["v2"] - dots["ggml"]).max()),
+                 float(np.abs(dots["remote"] - dots["ggml"]).max()))
+        assert rd < 1e-12, rd
+        print(f"YaRN RoPE: q.k of transformers' V2 complex / modeling_deepseek.py forms vs ggml rope_yarn "
+              f"(freq_scale {yg['freq_scale']:g}, corr dims {yg['corr_dims']}, ext_factor {yg['ext_factor']:g}, "
+              f"attn_factor {yg['attn_factor']:.10f}, cos/sin x {yg['mscale']!r}) on positions 0..159: "
+              f"max|diff| {rd:.1e}")
+        # The GGUF holds 0.1 * mscale_all_dim as f32, and llama.cpp takes mscale = mscale_all_dim
+        # from it: compare the GGUF forward with the HF forward of exactly that value (to 1e-9),
+        # and show what the f32 rounding alone does to the logits.
+        m_file = float(meta[f"{ARCH}.rope.scaling.yarn_log_multiplier"]) / 0.1
+        assert yg["rope_yarn_log_mul"] == m_file
+        cfg_f = dict(cfg, rope_scaling=dict(cfg["rope_scaling"], mscale=m_file, mscale_all_dim=m_file))
+        yf = hparams(cfg_f)["yarn"]
+        print(f"GGUF yarn_log_multiplier f32 {meta[f'{ARCH}.rope.scaling.yarn_log_multiplier']!r} -> "
+              f"mscale_all_dim {m_file!r} (config {y['mscale_all_dim']}): llama.cpp kq mscale "
+              f"{yg['kq_mscale']!r} vs HF mscale({y['factor']:g}, {y['mscale_all_dim']}) {y['mscale_kq']!r}; "
+              f"softmax scale factor {yg['kq_mscale'] ** 2!r} vs {y['softmax_factor']!r} "
+              f"(relative {yg['kq_mscale'] ** 2 / y['softmax_factor'] - 1:.2e})")
+        assert abs(yg["kq_mscale"] - yf["mscale_kq"]) < 1e-15 and abs(yg["mscale"] - 1.0) < 1e-15
+        gguf_ref, gguf_ref_stats = {}, {}
+        for name, toks in seqs.items():
+            gguf_ref_stats[name] = []
+            gguf_ref[name] = forward(W, cfg_f, toks, gguf_ref_stats[name])
+            dr = float(np.abs(gguf_ref[name] - logits[name]).max())
+            assert dr < 1e-6 and (gguf_ref[name].argmax(-1) == logits[name].argmax(-1)).all(), (name, dr)
+            print(f"  HF forward with that mscale_all_dim vs the reference (0.707) on {name:5s}: max|diff| {dr:.2e}")
     # An independent forward over the GGUF alone (llama.cpp's reading) gives the same logits
     # and the same experts.
     for name, toks in seqs.items():
         gst = []
         lg = forward_gguf(meta, RG, toks, gst)
-        diff = float(np.abs(lg - logits[name]).max())
+        diff = float(np.abs(lg - gguf_ref[name]).max())
         assert diff < 1e-9 and (lg.argmax(-1) == logits[name].argmax(-1)).all(), (name, diff)
+        for s1, s2 in zip(gst, gguf_ref_stats[name]):
+            assert np.array_equal(np.sort(s1["top"], axis=-1), np.sort(s2["top"], axis=-1))
         for s1, s2 in zip(gst, stats[name]):
             assert np.array_equal(np.sort(s1["top"], axis=-1), np.sort(s2["top"], axis=-1))
-        print(f"GGUF forward (absorbed MLA, ggml NORM RoPE, build_moe_ffn routing) on {name:5s}: "
-              f"max|diff| vs HF forward {diff:.2e}, same experts")
+        print(f"GGUF forward (absorbed MLA, ggml NORM RoPE{', YaRN' if y is not None else ''}, "
+              f"build_moe_ffn routing) on {name:5s}: max|diff| vs HF forward "
+              f"{diff:.2e}{' (mscale_all_dim as in the GGUF)' if y is not None else ''}, same experts")
     mistake_table(meta, RG, logits, seqs, h)
     print(f"self-check passed: {len(G)} GGUF tensors and {len(W)} safetensors tensors read back equal")
     for p in sorted(out_dir.rglob("*")):
@@ -965,7 +1303,7 @@ def generate(model, seqs, lite_copy=None):
         assert m0[f"{ARCH}.attention.q_lora_rank"] == 0 and list(G0) == list(G)
         assert all(np.array_equal(G0[n], G[n]) for n in G)
         lg0 = forward_gguf(m0, G0, seqs["long"])
-        assert np.abs(lg0 - logits["long"]).max() < 1e-9
+        assert np.abs(lg0 - gguf_ref["long"]).max() < 1e-9
         print(f"llama.cpp copy (model.gguf + {ARCH}.attention.q_lora_rank = 0): {dest / 'model.gguf'}")
 
 
@@ -974,7 +1312,8 @@ def main():
     ap.add_argument("--model", choices=list(MODELS) + ["all"], default="all",
                     help="which model to generate (default: all)")
     ap.add_argument("--llamacpp-lite-copy", metavar="DIR",
-                    help="also write DIR/deepseek2moe-tiny/model.gguf with q_lora_rank = 0 added, for llama.cpp")
+                    help="also write DIR/<folder>/model.gguf with q_lora_rank = 0 added, for llama.cpp "
+                         "(the models without q LoRA: deepseek2moe-tiny, deepseek2-yarn-tiny)")
     args = ap.parse_args()
     all_seqs = json.loads(SEQUENCES.read_text())
     seqs = {"short": all_seqs["short"], "long": all_seqs["long"]}
