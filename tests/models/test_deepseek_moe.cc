@@ -9,6 +9,9 @@
 //   deepseek3-tiny     DeepSeek-V3's router: sigmoid scores, e_score_correction_bias for the
 //                      selection, 16 experts in 4 groups (top-2 sums, 2 groups kept), top-4
 //                      renormalised x 2.5, one shared expert; q_a / q_b LoRA
+//   deepseek2-yarn-tiny  deepseek2moe-tiny's shape with DeepSeek's YaRN (factor 4 over an
+//                      original 64 positions, mscale = mscale_all_dim = 0.707, as V2-Lite): the
+//                      160-token `long` sequence runs past the original context
 // Logits against NumPy from the GGUF (stacked experts, split attn_k_b / attn_v_b) and the Hugging
 // Face directory (per-expert tensors, kv_b_proj), flash and naive, chunked and not, one token per
 // step, block size 1; against llama.cpp; bit-identical logits however the prompt is chunked; and
@@ -30,7 +33,7 @@ namespace llmserve {
 namespace {
 
 const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/";
-const char* const kModels[] = {"deepseek2moe-tiny", "deepseek3-tiny"};
+const char* const kModels[] = {"deepseek2moe-tiny", "deepseek3-tiny", "deepseek2-yarn-tiny"};
 
 struct Case {
   std::string model;
@@ -92,7 +95,7 @@ TEST(DeepseekMoe, MatchLlamaCppOnTheSameFiles) {
       ++compared;
     }
   }
-  EXPECT_GE(compared, 2);  // at least deepseek3-tiny
+  EXPECT_EQ(compared, 6);  // every model (the V2 ones via a copy with q_lora_rank = 0: READMEs)
 }
 
 // Batch invariance: a token's logits are the same bits however its prompt is split into steps.
@@ -139,6 +142,27 @@ TEST(DeepseekMoe, ConfigReadsTheRouter) {
   EXPECT_FALSE((*v2)->config().norm_topk_prob);
   EXPECT_FLOAT_EQ((*v2)->config().routed_scaling_factor, 2.0f);
   EXPECT_EQ((*v2)->config().shared_expert_ffn_dim, 64);
+}
+
+// DeepSeek's YaRN as modeling_deepseek.py computes it (llama.cpp, vLLM and SGLang agree):
+// cos and sin times get_mscale(4, 0.707) / get_mscale(4, 0.707) = 1, the softmax scale times
+// get_mscale(4, 0.707)^2 = (0.1 * 0.707 * ln 4 + 1)^2 = 1.2056281810. From the GGUF, mscale_all_dim
+// comes back from yarn_log_multiplier = 0.1 * 0.707 stored as f32 (0.0707 / 0.1 = 0.70699997).
+TEST(DeepseekMoe, YarnScalesTheSoftmax) {
+  for (const char* path : {"deepseek2-yarn-tiny/hf", "deepseek2-yarn-tiny/model.gguf"}) {
+    auto f = ModelFile::open(kData + path);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    const ModelConfig& c = (*f)->config();
+    EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kYarn) << path;
+    EXPECT_FLOAT_EQ(c.rope_scaling.factor, 4.0f) << path;
+    EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64) << path;
+    EXPECT_NEAR(c.rope_attention_factor(), 1.0f, 1e-7) << path;
+    EXPECT_NEAR(c.softmax_scale_factor(), 1.2056281810, 1e-6) << path;
+    const std::vector<float> inv = c.rope_inv_freq();  // qk_rope_head_dim 8: 4 frequencies
+    ASSERT_EQ(inv.size(), 4u);
+    const double want[] = {1.0, 0.0625, 0.0025, 0.00025};  // the reference's (README)
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(inv[i], want[i], 1e-7 * want[i] + 1e-9) << path << " " << i;
+  }
 }
 
 /// A copy of a model's HF directory with `edit` applied to its config.json.
