@@ -35,9 +35,10 @@ void fused_add_rmsnorm(float* x, const float* delta, const float* weight, float*
                        float eps);
 
 /// cos/sin tables for RoPE at one position: cos_out[i] = cos(pos * inv_freq[i]),
-/// sin_out[i] = sin(pos * inv_freq[i]) for i < half (= head_dim / 2).
+/// sin_out[i] = sin(pos * inv_freq[i]) for i < half (= head_dim / 2), each then multiplied by
+/// `scale` when it is not 1 (YaRN's attention factor: q.k scaled by its square).
 void rope_cos_sin(int32_t pos, const float* inv_freq, int32_t half, float* cos_out,
-                  float* sin_out);
+                  float* sin_out, float scale = 1.0f);
 
 /// RoPE on one head x[head_dim] with precomputed cos/sin [head_dim / 2] (see rope()).
 void rope_head(float* x, int32_t head_dim, const float* cos, const float* sin, RopeStyle style);

@@ -168,14 +168,9 @@ class Deepseek2Model final : public Model {
     for (int64_t t = 0; t < T; ++t) {
       to_f32(static_cast<const uint8_t*>(embedding_.data) + b.token_ids[t] * emb_row,
              embedding_.dtype, dim, &x_[t * dim]);
-      rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half],
-                   &rope_sin_[t * half]);
-      if (attention_factor_ != 1.0f) {  // YaRN's mscale ratio on q_pe and k_pe
-        for (int32_t i = 0; i < half; ++i) {
-          rope_cos_[t * half + i] *= attention_factor_;
-          rope_sin_[t * half + i] *= attention_factor_;
-        }
-      }
+      // YaRN's attention factor (DeepSeek: its mscale ratio) on cos and sin.
+      rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half], &rope_sin_[t * half],
+                   attention_factor_);
     }
     // One latent KV "head" of width L + rope read by every query head; the scale is that of
     // the unabsorbed per-head dot product (paper eq. 17 / HF softmax_scale, times YaRN's

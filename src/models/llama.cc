@@ -177,14 +177,9 @@ class LlamaModel final : public Model {
       to_f32(static_cast<const uint8_t*>(embedding_.data) + b.token_ids[t] * emb_row,
              embedding_.dtype, dim, &x_[t * dim]);
       // RoPE angles depend only on the position: computed once per step, used by all layers.
-      rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half],
-                   &rope_sin_[t * half]);
-      if (attention_factor_ != 1.0f) {  // YaRN: q.k scaled by its square
-        for (int32_t i = 0; i < half; ++i) {
-          rope_cos_[t * half + i] *= attention_factor_;
-          rope_sin_[t * half + i] *= attention_factor_;
-        }
-      }
+      // YaRN's attention factor (DeepSeek: its mscale ratio) on cos and sin.
+      rope_cos_sin(b.positions[t], inv_freq_.data(), half, &rope_cos_[t * half], &rope_sin_[t * half],
+                   attention_factor_);
     }
 
     const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,

@@ -35,50 +35,18 @@ namespace {
 const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/";
 const char* const kModels[] = {"deepseek2moe-tiny", "deepseek3-tiny", "deepseek2-yarn-tiny"};
 
-struct Case {
-  std::string model;
-  std::string format;    // gguf / hf
-  std::string sequence;  // short / long
-  int32_t chunk;
-  int32_t block_size;
-  std::string backend;
-};
+class DeepseekMoeLogits : public ::testing::TestWithParam<testing::TinyCase> {};
 
-class DeepseekMoeLogits : public ::testing::TestWithParam<Case> {};
+TEST_P(DeepseekMoeLogits, MatchNumpyReference) { testing::expect_matches_numpy(GetParam()); }
 
-TEST_P(DeepseekMoeLogits, MatchNumpyReference) {
-  const Case& c = GetParam();
-  const auto ids = testing::tiny_sequence(c.sequence);
-  auto got = testing::tiny_logits(kData + c.model + (c.format == "gguf" ? "/model.gguf" : "/hf"), ids, c.chunk,
-                                  c.block_size, c.backend);
-  ASSERT_TRUE(got.ok()) << got.status().message();
-  const testing::Compare r = testing::compare(*got, testing::tiny_reference(c.model, c.sequence), 512);
-  std::printf("%s %s %s chunk %d block %d %s: max |diff| %.3e\n", c.model.c_str(), c.format.c_str(),
-              c.sequence.c_str(), c.chunk, c.block_size, c.backend.c_str(), r.max_diff);
-  EXPECT_EQ(r.argmax_mismatches, 0);
-  EXPECT_LE(r.max_diff, 1e-3);
-}
-
-std::vector<Case> cases() {
-  std::vector<Case> out;
+std::vector<testing::TinyCase> cases() {
+  std::vector<std::pair<std::string, std::string>> models;
   for (const char* m : kModels)
-    for (const char* f : {"gguf", "hf"})
-      for (const char* b : {"flash", "naive"}) {
-        for (const char* s : {"short", "long"})
-          for (int32_t chunk : {2048, 7}) out.push_back({m, f, s, chunk, 16, b});
-        out.push_back({m, f, "short", 1, 16, b});  // every token a decode step
-        out.push_back({m, f, "long", 37, 1, b});   // block size 1
-      }
-  return out;
+    for (const char* path : {"model.gguf", "hf"}) models.emplace_back(m, path);
+  return testing::tiny_cases(models, {"flash", "naive"});
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string m = info.param.model.substr(0, info.param.model.find('-'));
-  return m + "_" + info.param.format + "_" + info.param.sequence + "_c" + std::to_string(info.param.chunk) + "_b" +
-         std::to_string(info.param.block_size) + "_" + info.param.backend;
-}
-
-INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekMoeLogits, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekMoeLogits, ::testing::ValuesIn(cases()), testing::tiny_case_name);
 
 // llama.cpp's logits on the same GGUF, for the models it loads (README of each folder).
 TEST(DeepseekMoe, MatchLlamaCppOnTheSameFiles) {
@@ -100,16 +68,7 @@ TEST(DeepseekMoe, MatchLlamaCppOnTheSameFiles) {
 
 // Batch invariance: a token's logits are the same bits however its prompt is split into steps.
 TEST(DeepseekMoe, LogitsDoNotDependOnWhichTokensShareAnExpert) {
-  const auto ids = testing::tiny_sequence("long");
-  for (const char* m : kModels) {
-    const std::string path = kData + m + "/model.gguf";
-    auto whole = testing::tiny_logits(path, ids, 2048, 16, "flash");
-    auto steps = testing::tiny_logits(path, ids, 1, 16, "flash");
-    auto chunks = testing::tiny_logits(path, ids, 13, 16, "flash");
-    ASSERT_TRUE(whole.ok() && steps.ok() && chunks.ok());
-    EXPECT_EQ(testing::compare(*whole, *steps, 512).max_diff, 0.0) << m;
-    EXPECT_EQ(testing::compare(*whole, *chunks, 512).max_diff, 0.0) << m;
-  }
+  for (const char* m : kModels) testing::expect_chunking_invariant(kData + m + "/model.gguf");
 }
 
 // The routing keys as configured: the model's own config is read as transformers would.

@@ -47,50 +47,19 @@ Expected<std::vector<float>> logits_of(const std::string& path, const std::vecto
   return testing::tiny_logits(path, ids, chunk, block_size, backend);
 }
 
-struct Case {
-  std::string model;
-  std::string format;    // gguf / hf
-  std::string sequence;  // short / long
-  int32_t chunk;
-  int32_t block_size;
-  std::string backend;
-};
+class MoeLogits : public ::testing::TestWithParam<testing::TinyCase> {};
 
-class MoeLogits : public ::testing::TestWithParam<Case> {};
+TEST_P(MoeLogits, MatchNumpyReference) { testing::expect_matches_numpy(GetParam()); }
 
-TEST_P(MoeLogits, MatchNumpyReference) {
-  const Case& c = GetParam();
-  const auto ids = sequence(c.sequence);
-  auto got = logits_of(kData + c.model + (c.format == "gguf" ? "/model.gguf" : "/hf"), ids, c.chunk, c.block_size,
-                       c.backend);
-  ASSERT_TRUE(got.ok()) << got.status().message();
-  const testing::Compare r = testing::compare(*got, reference(c.model, c.sequence), 512);
-  std::printf("%s %s %s chunk %d block %d %s: max |diff| %.3e\n", c.model.c_str(), c.format.c_str(),
-              c.sequence.c_str(), c.chunk, c.block_size, c.backend.c_str(), r.max_diff);
-  EXPECT_EQ(r.argmax_mismatches, 0);
-  EXPECT_LE(r.max_diff, 1e-3);
-}
-
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (const char* m : kModels)
-    for (const char* f : {"gguf", "hf"})
-      for (const char* b : {"flash", "naive"}) {
-        for (const char* s : {"short", "long"})
-          for (int32_t chunk : {2048, 7}) out.push_back({m, f, s, chunk, 16, b});
-        out.push_back({m, f, "short", 1, 16, b});  // every token a decode step
-        out.push_back({m, f, "long", 37, 1, b});   // block size 1
-      }
-  return out;
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string m = info.param.model.substr(0, info.param.model.find('-'));
-  return m + "_" + info.param.format + "_" + info.param.sequence + "_c" + std::to_string(info.param.chunk) + "_b" +
-         std::to_string(info.param.block_size) + "_" + info.param.backend;
-}
-
-INSTANTIATE_TEST_SUITE_P(Tiny, MoeLogits, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Tiny, MoeLogits,
+                         ::testing::ValuesIn(testing::tiny_cases({{"qwen3moe-tiny", "model.gguf"},
+                                                                  {"qwen3moe-tiny", "hf"},
+                                                                  {"qwen2moe-tiny", "model.gguf"},
+                                                                  {"qwen2moe-tiny", "hf"},
+                                                                  {"mixtral-tiny", "model.gguf"},
+                                                                  {"mixtral-tiny", "hf"}},
+                                                                 {"flash", "naive"})),
+                         testing::tiny_case_name);
 
 // llama.cpp's logits on the same GGUF files (its own loader, graph and kernels).
 TEST(Moe, MatchLlamaCppOnTheSameFiles) {
@@ -109,16 +78,7 @@ TEST(Moe, MatchLlamaCppOnTheSameFiles) {
 // The logits must be the same bits (one GEMM recipe whatever M, a token's weighted sum in its
 // own rank order): docs/batch_invariance.md.
 TEST(Moe, LogitsDoNotDependOnWhichTokensShareAnExpert) {
-  const auto ids = sequence("long");
-  for (const char* m : kModels) {
-    const std::string path = kData + m + "/model.gguf";
-    auto whole = logits_of(path, ids, 2048, 16, "flash");
-    auto steps = logits_of(path, ids, 1, 16, "flash");
-    auto chunks = logits_of(path, ids, 13, 16, "flash");
-    ASSERT_TRUE(whole.ok() && steps.ok() && chunks.ok());
-    EXPECT_EQ(testing::compare(*whole, *steps, 512).max_diff, 0.0) << m;
-    EXPECT_EQ(testing::compare(*whole, *chunks, 512).max_diff, 0.0) << m;
-  }
+  for (const char* m : kModels) testing::expect_chunking_invariant(kData + m + "/model.gguf");
 }
 
 // Experts in quantized types (llmserve quantize: Q8_0, and Q4_K_M, whose 64-wide rows fall back

@@ -4,6 +4,8 @@
 // sequences, the reference logits and our logits through the runner.
 #pragma once
 
+#include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "model_test_util.h"
 #include "runner/prompt_logits.h"
 #include "weights/npy.h"
 
@@ -46,6 +49,68 @@ inline Expected<std::vector<float>> tiny_logits(const std::string& path, const s
   opt.kv_cache_dtype = DType::kF32;
   opt.num_threads = 2;
   return compute_prompt_logits(*file, ids, opt);
+}
+
+/// One run of a tiny model against its NumPy reference logits.
+struct TinyCase {
+  std::string model;     // folder under tests/models/data
+  std::string path;      // inside it: "model.gguf" or "hf"
+  std::string sequence;  // short / long
+  int32_t chunk;         // tokens per forward pass
+  int32_t block_size;
+  std::string backend;
+};
+
+/// The sweep every tiny model runs: for each (model, path) and backend, both sequences whole
+/// and in chunks of 7, `long` one token per step (every position a decode), and `long` in
+/// chunks of 37 with single-token blocks.
+inline std::vector<TinyCase> tiny_cases(const std::vector<std::pair<std::string, std::string>>& models,
+                                        const std::vector<std::string>& backends) {
+  std::vector<TinyCase> out;
+  for (const auto& [m, path] : models)
+    for (const std::string& b : backends) {
+      for (const char* s : {"short", "long"})
+        for (int32_t chunk : {2048, 7}) out.push_back({m, path, s, chunk, 16, b});
+      out.push_back({m, path, "long", 1, 16, b});
+      out.push_back({m, path, "long", 37, 1, b});
+    }
+  return out;
+}
+
+/// A gtest-safe name: model prefix, format, sequence, chunk, block size, backend.
+inline std::string tiny_case_name(const ::testing::TestParamInfo<TinyCase>& info) {
+  const TinyCase& c = info.param;
+  std::string m = c.model.substr(0, c.model.find('-'));
+  for (char& ch : m)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  std::string backend = c.backend;
+  for (char& ch : backend)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return m + "_" + (c.path == "hf" ? "hf" : "gguf") + "_" + c.sequence + "_c" + std::to_string(c.chunk) + "_b" +
+         std::to_string(c.block_size) + "_" + backend;
+}
+
+/// Our logits for the case within 1e-3 of NumPy's at every position, with the same argmax.
+inline void expect_matches_numpy(const TinyCase& c) {
+  auto got = tiny_logits(tiny_model_dir(c.model) + c.path, tiny_sequence(c.sequence), c.chunk, c.block_size, c.backend);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const Compare r = compare(*got, tiny_reference(c.model, c.sequence), 512);
+  std::printf("%s %s %s chunk %d block %d %s: max |diff| %.3e\n", c.model.c_str(), c.path.c_str(), c.sequence.c_str(),
+              c.chunk, c.block_size, c.backend.c_str(), r.max_diff);
+  EXPECT_EQ(r.argmax_mismatches, 0);
+  EXPECT_LE(r.max_diff, 1e-3);
+}
+
+/// Batch invariance (docs/batch_invariance.md): `long`'s logits are the same bits whether the
+/// prompt runs whole, one token per step or in chunks of 13 (flash, block 16).
+inline void expect_chunking_invariant(const std::string& path) {
+  const auto ids = tiny_sequence("long");
+  auto whole = tiny_logits(path, ids, 2048, 16, "flash");
+  auto steps = tiny_logits(path, ids, 1, 16, "flash");
+  auto chunks = tiny_logits(path, ids, 13, 16, "flash");
+  ASSERT_TRUE(whole.ok() && steps.ok() && chunks.ok()) << path;
+  EXPECT_EQ(compare(*whole, *steps, 512).max_diff, 0.0) << path;
+  EXPECT_EQ(compare(*whole, *chunks, 512).max_diff, 0.0) << path;
 }
 
 }  // namespace llmserve::testing

@@ -111,11 +111,16 @@ void fused_add_rmsnorm(float* x, const float* delta, const float* weight, float*
 }
 
 void rope_cos_sin(int32_t pos, const float* inv_freq, int32_t half, float* cos_out,
-                  float* sin_out) {
+                  float* sin_out, float scale) {
   for (int32_t i = 0; i < half; ++i) {
     const float angle = static_cast<float>(pos) * inv_freq[i];
     cos_out[i] = std::cos(angle);
     sin_out[i] = std::sin(angle);
+  }
+  if (scale == 1.0f) return;
+  for (int32_t i = 0; i < half; ++i) {
+    cos_out[i] *= scale;
+    sin_out[i] *= scale;
   }
 }
 
