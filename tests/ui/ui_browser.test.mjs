@@ -386,9 +386,16 @@ test('hovering a row numbers its block table; clicking it opens the drill-down',
   } else {
     console.log(`# note: no kv snapshot held #${id}'s blocks (it ran between two snapshots)`);
   }
-  box = await rowBox();
-  await page.mouse.click(box.x, box.y);
-  await page.waitForSelector(`[data-testid="request-detail"][data-request-id="${id}"]`, { timeout: 15000 });
+  // The click, like the hover, can land where the row was before a redraw: look the row up and
+  // click again until the drill-down shows (never clicking once it is open: a second click on
+  // the row could close it).
+  const detail = `[data-testid="request-detail"][data-request-id="${id}"]`;
+  await until(`the drill-down of #${id}`, async () => {
+    if (await page.$(detail)) return true;
+    box = await rowBox();
+    await page.mouse.click(box.x, box.y);
+    return page.waitForSelector(detail, { timeout: 1500 }).then(() => true, () => false);
+  }, 20000, 0);
   const f = async (k) => page.$eval(`[data-testid="request-detail"] [data-field="${k}"]`, (e) => e.textContent);
   const info = rec.requests.get(id);
   assert.equal(await f('api_id'), apiId);
