@@ -208,13 +208,25 @@ Status EngineCore::check_request(const EngineRequest& r) const {
         "({} in the prompt, {} for max_tokens)",
         max_model_len_, n + r.params.max_tokens, n, r.params.max_tokens);
   int64_t blocks = kv_->blocks_for_tokens(n + r.params.max_tokens);
-  if (const int32_t w = config_.scheduler.sliding_window; w > 0)  // at most the window and a step's tokens
-    blocks = std::min<int64_t>(blocks, kv_->blocks_for_tokens(int64_t{w} + config_.scheduler.max_num_batched_tokens) + 1);
-  if (blocks > kv_->num_total_blocks())
+  const int32_t w = config_.scheduler.sliding_window;
+  // Sliding window: at most the window and one step's tokens (a step of up to
+  // max_num_batched_tokens, e.g. the recompute after a preemption, writes all of its K/V).
+  const int64_t windowed =
+      w > 0 ? kv_->blocks_for_tokens(int64_t{w} + config_.scheduler.max_num_batched_tokens) + 1 : blocks;
+  if (std::min(blocks, windowed) > kv_->num_total_blocks()) {
+    if (windowed < blocks)
+      return InvalidArgument(
+          "the request needs up to {} blocks of {} tokens of KV cache at once (the {}-token sliding window plus a "
+          "step of up to --max-num-batched-tokens {}), more than the whole pool of {} blocks",
+          windowed, kv_->block_size(), w, config_.scheduler.max_num_batched_tokens, kv_->num_total_blocks());
     return InvalidArgument(
         "the request needs {} tokens of KV cache ({} blocks of {}), more than the whole pool "
-        "of {} blocks", n + r.params.max_tokens, blocks, kv_->block_size(),
-        kv_->num_total_blocks());
+        "of {} blocks{}", n + r.params.max_tokens, blocks, kv_->block_size(),
+        kv_->num_total_blocks(),
+        w > 0 ? fmt::format(" (with the {}-token sliding window a request holds at most the window plus one step: "
+                            "a smaller --max-num-batched-tokens lowers that)", w)
+              : std::string());
+  }
   return Status::Ok();
 }
 

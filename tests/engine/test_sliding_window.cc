@@ -125,5 +125,26 @@ TEST(SlidingWindow, ChunkedPrefillPrefixCachingAndPreemption) {
   }
 }
 
+// A pool that cannot hold the window plus one step is refused at admission, naming both ways
+// out, instead of preempting forever.
+TEST(SlidingWindow, RequestsThatCannotFitTheWindowAreRefused) {
+  EngineConfig c;
+  c.model_path = kModel;
+  c.num_threads = 1;
+  c.cache.block_size = 16;
+  c.cache.num_kv_blocks = 5;  // 80 tokens: less than 40 + a 512-token step, and than 100 + 50
+  c.scheduler.max_model_len = 512;
+  auto e = LLMEngine::create(c);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  const auto ids = long_sequence();
+  EngineRequest req;
+  req.prompt_token_ids.assign(ids.begin(), ids.begin() + 100);
+  req.params.max_tokens = 50;
+  const Status st = (*e)->add_request(1, std::move(req));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("sliding window"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--max-num-batched-tokens"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace llmserve
