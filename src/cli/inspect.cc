@@ -23,6 +23,7 @@
 #include "models/model_file.h"
 #include "models/quantize_model.h"
 #include "quant/quant_scheme.h"
+#include "kv_cache/kv_cache_manager.h"
 #include "runner/model_runner.h"
 
 namespace llmserve::cli {
@@ -291,8 +292,8 @@ int InspectCommand::run() {
     int64_t blocks_per_sequence = 0;  // 0: not bounded by a window
     int64_t sequences = 0;
   } window;
-  if (c.all_layers_sliding()) {
-    window.blocks_per_sequence = std::min<int64_t>((c.sliding_window + bs - 1) / bs + 1, (max_len + bs - 1) / bs);
+  if (c.all_layers_sliding() && c.sliding_window < max_len) {  // decoding: one-token steps
+    window.blocks_per_sequence = KVCacheManager::blocks_held(max_len, c.sliding_window, 1, bs);
     window.sequences = window.blocks_per_sequence > 0 ? kv.blocks / window.blocks_per_sequence : 0;
   }
   // The engine sizes its pool with ModelRunner::kv_bytes_per_block; the figure here is the same.
@@ -521,12 +522,15 @@ int InspectCommand::run() {
                                       layers, c.n_layers - n)});
     if (window.blocks_per_sequence > 0)
       rows.push_back({"  KV per sequence",
-                      fmt::format("at most {} blocks ({}) once past the window: blocks before it return to "
-                                  "the pool; {} such sequences fit",
+                      fmt::format("at most {} block(s) ({}) while decoding past the window: blocks before it "
+                                  "return to the pool (a step of S tokens adds about S / block size); {} such "
+                                  "sequences fit",
                                   window.blocks_per_sequence,
                                   human_bytes(window.blocks_per_sequence * kv.bytes_per_block), window.sequences)});
-    else
+    else if (!c.all_layers_sliding())
       rows.push_back({"  KV per sequence", "every block is kept (full-attention layers read the whole context)"});
+    else
+      rows.push_back({"  KV per sequence", "every block is kept (the window is as long as the context)"});
   }
   print_rows(rows);
 

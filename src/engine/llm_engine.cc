@@ -51,6 +51,10 @@ class EngineCore final : public LLMEngine {
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   const std::optional<std::string>& chat_template() const override { return chat_template_; }
   int32_t max_model_len() const override { return max_model_len_; }
+  int64_t kv_blocks_needed(int64_t total_tokens) const override {
+    return KVCacheManager::blocks_held(total_tokens, config_.scheduler.sliding_window,
+                                       config_.scheduler.max_num_batched_tokens, config_.cache.block_size);
+  }
   const std::string& served_model_name() const override { return config_.served_model_name; }
   SamplingParams default_sampling_params() const override {
     SamplingParams p;
@@ -149,7 +153,7 @@ Status EngineCore::init(const EngineConfig& config) {
   config_.cache.num_kv_blocks = static_cast<int32_t>(num_blocks);
   kv_ = std::make_unique<KVCacheManager>(config_.cache.num_kv_blocks, bs,
                                          config_.cache.enable_prefix_caching);
-  if (kv_->blocks_for_tokens(max_model_len_) > num_blocks)
+  if (kv_blocks_needed(max_model_len_) > num_blocks)
     spdlog::warn("KV pool of {} blocks holds {} tokens, fewer than --max-model-len {}; "
                  "longer requests will be rejected", num_blocks, num_blocks * bs, max_model_len_);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, max_model_len_, *kv_);
@@ -207,25 +211,17 @@ Status EngineCore::check_request(const EngineRequest& r) const {
         "this model's maximum context length is {} tokens; the request asks for {} tokens "
         "({} in the prompt, {} for max_tokens)",
         max_model_len_, n + r.params.max_tokens, n, r.params.max_tokens);
-  int64_t blocks = kv_->blocks_for_tokens(n + r.params.max_tokens);
-  const int32_t w = config_.scheduler.sliding_window;
-  // Sliding window: at most the window and one step's tokens (a step of up to
-  // max_num_batched_tokens, e.g. the recompute after a preemption, writes all of its K/V).
-  const int64_t windowed =
-      w > 0 ? kv_->blocks_for_tokens(int64_t{w} + config_.scheduler.max_num_batched_tokens) + 1 : blocks;
-  if (std::min(blocks, windowed) > kv_->num_total_blocks()) {
-    if (windowed < blocks)
+  const int64_t blocks = kv_blocks_needed(n + r.params.max_tokens);
+  if (blocks > kv_->num_total_blocks()) {
+    if (const int32_t w = config_.scheduler.sliding_window; w > 0)
       return InvalidArgument(
-          "the request needs up to {} blocks of {} tokens of KV cache at once (the {}-token sliding window plus a "
-          "step of up to --max-num-batched-tokens {}), more than the whole pool of {} blocks",
-          windowed, kv_->block_size(), w, config_.scheduler.max_num_batched_tokens, kv_->num_total_blocks());
+          "the request needs up to {} blocks of {} tokens of KV cache at once (its {} tokens, or the {}-token sliding "
+          "window plus a step of up to --max-num-batched-tokens {}), more than the whole pool of {} blocks",
+          blocks, kv_->block_size(), n + r.params.max_tokens, w, config_.scheduler.max_num_batched_tokens,
+          kv_->num_total_blocks());
     return InvalidArgument(
         "the request needs {} tokens of KV cache ({} blocks of {}), more than the whole pool "
-        "of {} blocks{}", n + r.params.max_tokens, blocks, kv_->block_size(),
-        kv_->num_total_blocks(),
-        w > 0 ? fmt::format(" (with the {}-token sliding window a request holds at most the window plus one step: "
-                            "a smaller --max-num-batched-tokens lowers that)", w)
-              : std::string());
+        "of {} blocks", n + r.params.max_tokens, blocks, kv_->block_size(), kv_->num_total_blocks());
   }
   return Status::Ok();
 }

@@ -61,6 +61,13 @@ class LLMEngine {
   virtual const Tokenizer& tokenizer() const = 0;
   /// Effective max_model_len (tokens) after defaults and overrides.
   virtual int32_t max_model_len() const = 0;
+  /// KV blocks a request of `total_tokens` tokens (prompt + max_tokens) holds at most at once:
+  /// all of them, or, with a sliding window in every layer, the window plus one step of up to
+  /// --max-num-batched-tokens (KVCacheManager::blocks_held; the scheduler frees the rest).
+  virtual int64_t kv_blocks_needed(int64_t total_tokens) const {
+    const int64_t bs = config().cache.block_size;
+    return bs > 0 ? (total_tokens + bs - 1) / bs : 0;
+  }
   virtual const std::string& served_model_name() const = 0;
   /// Sampling parameters a request starts from before its own fields apply: the generation
   /// config's temperature / top_p / top_k / min_p / repetition_penalty (the checkpoint's

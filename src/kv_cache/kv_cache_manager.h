@@ -10,6 +10,7 @@
 // cached, evictable block (kv_cache/block_pool.h) until an allocation needs it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -76,6 +77,20 @@ class KVCacheManager {
   /// replacing them by kNullBlock; with prefix caching their K/V stay cached, evictable.
   /// Returns how many were released.
   int32_t free_blocks_before(std::vector<int32_t>& block_table, int64_t first_needed);
+
+  /// Blocks of `block_size` a sequence of `total_tokens` tokens holds at most at once when
+  /// every layer has a sliding window of `window` tokens and steps compute up to
+  /// `max_step_tokens` of its tokens: a step starting at position c reads [c - window + 1,
+  /// c + step - 1], i.e. window + step - 1 consecutive positions, which touch at most
+  /// ceil((window + step - 2) / block_size) + 1 blocks; never more than the sequence's own.
+  /// window 0: every block of the sequence. int64 throughout (windows up to 2^31 - 1).
+  static int64_t blocks_held(int64_t total_tokens, int64_t window, int64_t max_step_tokens, int64_t block_size) {
+    const int64_t all = (total_tokens + block_size - 1) / block_size;
+    if (window <= 0) return all;
+    const int64_t step = std::max<int64_t>(1, std::min(max_step_tokens, total_tokens));
+    const int64_t span = window + step - 1;  // positions read by one step
+    return std::min(all, (span - 1 + block_size - 1) / block_size + 1);
+  }
 
   /// The pool's invariants and, over `tables` (every block table that holds blocks), that each
   /// block's ref_count equals the number of tables holding it. CHECK-fails on violation.

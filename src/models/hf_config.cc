@@ -314,7 +314,11 @@ static Status read_sliding_window(const Keys& k, std::string_view model_type, Mo
       c.sliding_layers.push_back(type == "sliding_attention");
     }
   } else if (qwen) {
-    LLMS_ASSIGN_OR_RETURN(int32_t first, k.size_or("max_window_layers", 28));  // Qwen2Config's default
+    int64_t first = 28;  // Qwen2Config's default; 0 = every layer slides
+    if (k.has("max_window_layers")) {
+      LLMS_ASSIGN_OR_RETURN(first, k.integer("max_window_layers"));
+    }
+    if (first < 0) return InvalidArgument("{}: \"max_window_layers\" = {} must be >= 0", path, first);
     for (int32_t l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back(l >= first);
   }
   bool any = c.sliding_layers.empty();
@@ -355,7 +359,8 @@ static Status read_deepseek_moe(const Keys& k, bool v3, ModelConfig& c) {
   c.shared_expert_gated = false;
   LLMS_ASSIGN_OR_RETURN(c.norm_topk_prob, k.boolean_or("norm_topk_prob", v3));
   LLMS_ASSIGN_OR_RETURN(double scale, k.number_or("routed_scaling_factor", v3 ? 2.5 : 1.0));
-  if (!(scale > 0)) return InvalidArgument("{}: routed_scaling_factor = {} must be > 0", path, scale);
+  if (!(scale > 0 && scale <= 1e4))  // released models: 1 to 16
+    return InvalidArgument("{}: routed_scaling_factor = {} is out of range (0 to 1e4)", path, scale);
   c.routed_scaling_factor = static_cast<float>(scale);
   LLMS_ASSIGN_OR_RETURN(std::string scoring, k.string_or("scoring_func", v3 ? "sigmoid" : "softmax"));
   if (scoring == "softmax") {
@@ -442,8 +447,9 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
       const Keys r(k.raw().at("rope_scaling"), path + " rope_scaling");
       LLMS_ASSIGN_OR_RETURN(double m, r.number_or("mscale", 1.0));
       LLMS_ASSIGN_OR_RETURN(double mall, r.number_or("mscale_all_dim", 0.0));
-      if (m < 0 || mall < 0)
-        return InvalidArgument("{}: rope_scaling mscale ({}) and mscale_all_dim ({}) must be >= 0", path, m, mall);
+      if (!(m >= 0 && m <= 100) || !(mall >= 0 && mall <= 100))  // released models: 0.707 and 1
+        return InvalidArgument("{}: rope_scaling mscale ({}) and mscale_all_dim ({}) must be within 0 to 100", path,
+                               m, mall);
       if (r.has("attention_factor"))
         return Unimplemented("{}: rope_scaling attention_factor is not supported for DeepSeek (it uses mscale "
                              "and mscale_all_dim)", path);
@@ -453,6 +459,10 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
       c.rope_scaling.mscale_all_dim = static_cast<float>(mall);
     }
     c.rope_style = RopeStyle::kAdjacentPairs;  // modeling_deepseek de-interleaves q_pe / k_pe
+    LLMS_ASSIGN_OR_RETURN(bool interleave, k.boolean_or("rope_interleave", true));
+    if (!interleave)  // transformers' DeepseekV3: rotate-half on the raw dims instead
+      return Unimplemented("{}: rope_interleave = false is not supported (DeepSeek's RoPE on adjacent pairs only)",
+                           path);
     LLMS_ASSIGN_OR_RETURN(c.kv_lora_rank, k.size("kv_lora_rank"));
     LLMS_ASSIGN_OR_RETURN(c.q_lora_rank, k.size_or("q_lora_rank", 0));
     LLMS_ASSIGN_OR_RETURN(c.qk_nope_head_dim, k.size("qk_nope_head_dim"));

@@ -56,6 +56,8 @@ Status read_deepseek_moe(const GgufFile& g, const std::string& pre, int64_t expe
   LLMS_ASSIGN_OR_RETURN(c.n_experts_used, get_count("expert_used_count", 1, 0, true));
   LLMS_ASSIGN_OR_RETURN(c.expert_ffn_dim, get_count("expert_feed_forward_length", 1, 0, true));
   LLMS_ASSIGN_OR_RETURN(int32_t shared, get_count("expert_shared_count", 0, 0, false));
+  if (int64_t{shared} * c.expert_ffn_dim > (1LL << 31) - 1 || shared > 1024)
+    return InvalidArgument("{}: metadata {}expert_shared_count = {} is out of range", g.path(), pre, shared);
   c.shared_expert_ffn_dim = shared * c.expert_ffn_dim;
   c.shared_expert_gated = false;
   c.norm_topk_prob = false;
@@ -64,7 +66,11 @@ Status read_deepseek_moe(const GgufFile& g, const std::string& pre, int64_t expe
   }
   if (g.has_key(pre + "expert_weights_scale")) {
     LLMS_ASSIGN_OR_RETURN(double scale, g.get_float(pre + "expert_weights_scale"));
-    // llama.cpp: 0 (its "unset") means no scaling.
+    // llama.cpp: 0 (its "unset") means no scaling. Released models use 1 to 16; a factor
+    // this large only overflows float32 activations.
+    if (!(scale >= 0.0 && scale <= 1e4))
+      return InvalidArgument("{}: metadata {}expert_weights_scale = {} is out of range (0 to 1e4)", g.path(), pre,
+                             scale);
     if (scale != 0.0) c.routed_scaling_factor = static_cast<float>(scale);
   }
   LLMS_ASSIGN_OR_RETURN(int32_t gating, get_count("expert_gating_func", 0, 1, false));
@@ -160,13 +166,18 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     int64_t experts = 0;
     if (has("expert_count")) {
       LLMS_ASSIGN_OR_RETURN(experts, g.get_int(pre + "expert_count"));
+      if (experts < 0)
+        return InvalidArgument("{}: metadata {}expert_count = {} is out of range", g.path(), pre, experts);
     }
     // llama.cpp's deepseek2 loader: leading_dense_block_count defaults to 0 (every layer
     // MoE when the file has experts).
     int32_t leading_dense = experts > 0 ? 0 : c.n_layers;
     if (has("leading_dense_block_count")) {
       LLMS_ASSIGN_OR_RETURN(int64_t v, g.get_int(pre + "leading_dense_block_count"));
-      leading_dense = static_cast<int32_t>(std::clamp<int64_t>(v, 0, c.n_layers));
+      if (v < 0 || v > c.n_layers)
+        return InvalidArgument("{}: metadata {}leading_dense_block_count = {} is out of range (0 to {} layers)",
+                               g.path(), pre, v, c.n_layers);
+      leading_dense = static_cast<int32_t>(v);
     }
     if (experts > 0 && leading_dense < c.n_layers) {
       LLMS_RETURN_IF_ERROR(read_deepseek_moe(g, pre, experts, leading_dense, c));
@@ -251,7 +262,7 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
                          "linear, yarn, llama3 via rope_freqs)", g.path(), pre, scaling);
   if (scaling == "yarn") {
     for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_ext_factor",
-                            "rope.scaling.yarn_attn_factor"})
+                            "rope.scaling.yarn_attn_factor", "rope.scaling.attn_factor"})
       if (has(key) && !(arch == "deepseek2" && std::string_view(key) == "rope.scaling.yarn_log_multiplier"))
         return Unimplemented("{}: {}{} is not supported", g.path(), pre, key);
     if (arch == "deepseek2" && has("rope.scaling.yarn_log_multiplier")) {
@@ -259,8 +270,9 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
       // mscale == mscale_all_dim (every released DeepSeek config): cos and sin unscaled, the
       // softmax scale times get_mscale(factor, mscale_all_dim)^2 (src/models/deepseek2.cpp).
       LLMS_ASSIGN_OR_RETURN(double log_mul, g.get_float(pre + "rope.scaling.yarn_log_multiplier"));
-      if (!(log_mul >= 0.0) || !std::isfinite(log_mul))
-        return InvalidArgument("{}: {}rope.scaling.yarn_log_multiplier = {} must be >= 0", g.path(), pre, log_mul);
+      if (!(log_mul >= 0.0 && log_mul <= 10.0))  // released models: 0.0707 and 0.1
+        return InvalidArgument("{}: {}rope.scaling.yarn_log_multiplier = {} is out of range (0 to 10)", g.path(),
+                               pre, log_mul);
       c.rope_scaling.mscale_all_dim = static_cast<float>(log_mul / 0.1);
       c.rope_scaling.attention_factor = 1.0f;
     }

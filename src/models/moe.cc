@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "kernels/ops.h"
@@ -49,6 +50,11 @@ Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int
   const std::string bias = p + "exp_probs_b.bias";
   if (w.file().find_tensor(bias) != nullptr) {
     LLMS_ASSIGN_OR_RETURN(m.selection_bias, w.vector(bias, E));
+  } else if (c.moe_scoring == MoeScoring::kSigmoid) {
+    // DeepSeek-V3 trains this bias (auxiliary-loss-free balancing); transformers starts a
+    // checkpoint without it from zeros, which is what runs here too: say so.
+    std::fprintf(stderr, "warning: %s: no %s (e_score_correction_bias): layer %d routes without a selection bias\n",
+                 w.file().path().c_str(), bias.c_str(), static_cast<int>(layer));
   }
   return m;
 }

@@ -126,10 +126,18 @@ int32_t OpenAIServing::context_room(size_t prompt_len) const {
   // capped by what the whole KV pool can hold. At least 1 (a too-long prompt is then
   // rejected by the engine's length check).
   const LLMEngine& e = engine_.engine();
-  const int64_t pool_tokens =
-      int64_t{e.config().cache.num_kv_blocks} * e.config().cache.block_size;
-  const int64_t limit =
-      pool_tokens > 0 ? std::min<int64_t>(e.max_model_len(), pool_tokens) : e.max_model_len();
+  const int64_t pool_blocks = e.config().cache.num_kv_blocks;
+  // The longest total the pool can hold (LLMEngine::kv_blocks_needed grows with the total; with
+  // a sliding window in every layer it stops growing at the window plus one step).
+  int64_t limit = e.max_model_len();
+  if (pool_blocks > 0 && e.kv_blocks_needed(limit) > pool_blocks) {
+    int64_t lo = 0, hi = limit;  // kv_blocks_needed(lo) <= pool_blocks < kv_blocks_needed(hi)
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (e.kv_blocks_needed(mid) <= pool_blocks ? lo : hi) = mid;
+    }
+    limit = lo;
+  }
   return static_cast<int32_t>(std::max<int64_t>(limit - static_cast<int64_t>(prompt_len), 1));
 }
 
@@ -221,13 +229,16 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
   const int64_t block_size = e.config().cache.block_size;
   const int64_t pool_blocks = e.config().cache.num_kv_blocks;
   if (block_size > 0 && pool_blocks > 0) {
-    const int64_t need = (n + params->max_tokens + block_size - 1) / block_size;
+    const int64_t need = e.kv_blocks_needed(n + params->max_tokens);
     if (need > pool_blocks)
-      return bad_request(fmt::format("the request needs {} tokens of KV cache ({} blocks of {}), "
+      return bad_request(fmt::format("the request needs {} tokens of KV cache ({} blocks of {} at once{}), "
                                      "more than the whole pool of {} blocks ({} in the prompt, "
                                      "{} for max_tokens)",
-                                     n + params->max_tokens, need, block_size, pool_blocks, n,
-                                     params->max_tokens),
+                                     n + params->max_tokens, need, block_size,
+                                     e.config().scheduler.sliding_window > 0
+                                         ? ": the sliding window plus one step of up to --max-num-batched-tokens"
+                                         : "",
+                                     pool_blocks, n, params->max_tokens),
                          options.max_tokens ? options.max_tokens_param.c_str() : prompt_param);
   }
   return std::nullopt;

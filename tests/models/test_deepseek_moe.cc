@@ -145,6 +145,8 @@ TEST(DeepseekMoe, UnsupportedRoutingIsAOneLineError) {
       {"topk_method", [](nlohmann::json& j) { j["topk_method"] = "sinkhorn"; }},
       {"scoring_func", [](nlohmann::json& j) { j["scoring_func"] = "softplus"; }},
       {"moe_layer_freq", [](nlohmann::json& j) { j["moe_layer_freq"] = 2; }},
+      {"routed_scaling_factor", [](nlohmann::json& j) { j["routed_scaling_factor"] = 1e30; }},  // float overflow
+      {"rope_interleave", [](nlohmann::json& j) { j["rope_interleave"] = false; }},
   };
   for (const auto& [key, edit] : edits) {
     const std::string dir = edited_hf("deepseek3-tiny", std::string("ds3_") + key, edit);
@@ -171,6 +173,20 @@ TEST(DeepseekMoe, UnsupportedRoutingIsAOneLineError) {
   auto gf = ModelFile::open(path);
   ASSERT_FALSE(gf.ok());
   EXPECT_NE(gf.status().message().find("expert_gating_func"), std::string::npos) << gf.status().message();
+  // Out-of-range GGUF values are named, not clamped or overflowed.
+  const std::pair<const char*, GgufValue> bad[] = {
+      {"deepseek2.expert_weights_scale", GgufValue{GgufType::kFloat32, 1e30}},
+      {"deepseek2.leading_dense_block_count", GgufValue{GgufType::kUint32, int64_t{4}}},
+      {"deepseek2.expert_shared_count", GgufValue{GgufType::kUint32, int64_t{(1 << 27) + 2}}},
+  };
+  for (const auto& [key, value] : bad) {
+    auto m = g->metadata();
+    m[key] = value;
+    testing::write_gguf(*g, testing::tensors_of(*g), path, &m);
+    auto f = ModelFile::open(path);
+    ASSERT_FALSE(f.ok()) << key;
+    EXPECT_NE(f.status().message().find(key), std::string::npos) << f.status().message();
+  }
 }
 
 }  // namespace
