@@ -100,7 +100,8 @@ struct StreamReader {
 };
 
 // The waits below allow 20 s (they return as soon as the condition holds): ctest -j2 runs the
-// Chromium browser tests beside these, and one local run under that load failed at 5 s.
+// Chromium browser tests beside these; one local run under that load failed (cause not found,
+// a 5 s wait starved of CPU is the likely one).
 TEST(UiRoutes, StreamsStartWithHelloAndLeavingUnsubscribes) {
   TestServer ts(FakeEngineOptions{}, any_port());
   EXPECT_EQ(ui_subscribers(ts), 0);
