@@ -62,6 +62,13 @@ void Scheduler::preempt(Request* req) {
   enqueue_waiting(req, /*front=*/true);
 }
 
+void Scheduler::free_outside_window(Request* req) {
+  // Sliding window: this step's first query (position num_computed_tokens) and every later one
+  // see nothing before num_computed_tokens - window + 1.
+  if (config_.sliding_window > 0)
+    kv_.free_blocks_before(req->block_table, int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
+}
+
 Request* Scheduler::pick_victim() const {
   if (config_.policy == SchedulingPolicy::kPriority)
     return *std::max_element(running_.begin(), running_.end(), runs_before);
@@ -73,10 +80,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, bool& pr
   while (i < running_.size() && budget > 0) {
     Request* req = running_[i];
     const int32_t num_new = std::min(req->num_tokens() - req->num_computed_tokens, budget);
-    // Sliding window: this step's first query (position num_computed_tokens) and every later
-    // one see nothing before num_computed_tokens - window + 1.
-    if (config_.sliding_window > 0)
-      kv_.free_blocks_before(req->block_table, int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
+    free_outside_window(req);
     bool scheduled = true;
     while (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_new)) {
       Request* victim = pick_victim();
@@ -152,8 +156,7 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
       break;
     req->num_computed_tokens += num_hit;
     req->num_hashed_blocks = static_cast<int32_t>(hits_.size());
-    if (config_.sliding_window > 0)  // prefix hits wholly before the window are not read
-      kv_.free_blocks_before(req->block_table, int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
+    free_outside_window(req);  // prefix hits wholly before the window are not read
     if (lookup) {
       prefix_cache_queries_ += req->num_tokens();
       prefix_cache_hits_ += num_hit;

@@ -82,6 +82,9 @@ class Scheduler {
   void preempt(Request* req);
   /// The running request to preempt next (policy-dependent).
   Request* pick_victim() const;
+  /// With a sliding window in every layer, returns req's blocks wholly before its next
+  /// query's window to the pool (KVCacheManager::free_blocks_before).
+  void free_outside_window(Request* req);
   void enqueue_waiting(Request* req, bool front);
   void schedule_running(SchedulerOutput& out, int32_t& budget, bool& preempted);
   /// Admits waiting requests (only batch members in static/dynamic mode). Returns how many.

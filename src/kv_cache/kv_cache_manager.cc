@@ -66,9 +66,10 @@ int32_t KVCacheManager::free_blocks_before(std::vector<int32_t>& block_table, in
                                       static_cast<int64_t>(block_table.size()));
   int32_t released = 0;
   // In reverse, as free(): a sequence's first block, the one any prefix hit needs, is the
-  // last of them evicted.
+  // last of them evicted. Freed entries are always a prefix of the table (first_needed only
+  // grows), so the first null met ends the walk: O(newly freed) per step, not O(context).
   for (int64_t b = n - 1; b >= 0; --b) {
-    if (block_table[b] == kNullBlock) continue;
+    if (block_table[b] == kNullBlock) break;
     pool_.release(block_table[b]);
     block_table[b] = kNullBlock;
     ++released;

@@ -75,7 +75,8 @@ class KVCacheManager {
   /// Sliding-window attention: releases the blocks of `block_table` that hold only positions
   /// before `first_needed` (the earliest position any later query of the sequence can see),
   /// replacing them by kNullBlock; with prefix caching their K/V stay cached, evictable.
-  /// Returns how many were released.
+  /// Returns how many were released. The null entries must form a prefix of the table (as
+  /// repeated calls with a growing first_needed leave them).
   int32_t free_blocks_before(std::vector<int32_t>& block_table, int64_t first_needed);
 
   /// Blocks of `block_size` a sequence of `total_tokens` tokens holds at most at once when
