@@ -55,6 +55,11 @@ struct AttentionShape {
   /// position. Backends never read the cache rows before a query's window (their blocks may
   /// have been returned to the pool).
   int32_t window = 0;
+  /// Attention logit soft-capping (Gemma 2's attn_logit_softcapping): each score
+  /// s = (q.k) * scale becomes softcap * tanh(s / softcap) before the causal / window mask and
+  /// the softmax, as transformers' Gemma2 eager attention and llama.cpp's attn_soft_cap;
+  /// 0 = off (any value <= 0 is off).
+  float softcap = 0;
 };
 
 class AttentionBackend {
@@ -68,7 +73,8 @@ class AttentionBackend {
                         const float* k, const float* v, KVCacheLayer cache) const = 0;
 
   /// out[num_tokens, n_heads, head_dim] = causal softmax(q·K^T·scale)·V per sequence, each
-  /// query attending to positions 0..its own position of its sequence (after write_kv).
+  /// query attending to positions 0..its own position of its sequence (after write_kv); with
+  /// shape.window / shape.softcap as documented there.
   virtual void forward(const AttentionMetadata& meta, const AttentionShape& shape,
                        const float* q, KVCacheLayer cache, float* out,
                        ThreadPool* pool) const = 0;

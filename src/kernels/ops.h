@@ -46,6 +46,16 @@ void rope_head(float* x, int32_t head_dim, const float* cos, const float* sin, R
 /// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (SwiGLU, Shazeer 2020).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
+/// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU, Shazeer 2020: Gemma's MLP), with the tanh
+/// approximation of GELU (Hendrycks & Gimpel 2016; transformers' gelu_pytorch_tanh,
+/// PyTorch's gelu(approximate="tanh")):
+///   gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+/// Evaluated as the equal x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))) with the exponent in
+/// extra precision, so the result is within a few ulp of the exact value for every finite
+/// input (no cancellation in 1 + tanh for negative x; tiny results underflow gradually,
+/// |x| up to FLT_MAX gives no inf or NaN). out may alias gate or up.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+
 /// x[i] += y[i].
 void add_inplace(float* x, const float* y, int64_t n);
 

@@ -3,10 +3,13 @@
 // chunked prefill and decode mixed in one batch, KV dtypes f32/bf16/f16, serial and 2 threads,
 // AVX2 forced), store_kv_values rounding, and write_kv touching exactly the mapped slots.
 // "flash" and "flash-split" both match naive; "flash" is also bitwise batch- and
-// chunk-invariant (FlashRowsAreBatchAndChunkInvariant).
+// chunk-invariant (FlashRowsAreBatchAndChunkInvariant). Logit soft-capping (Gemma 2): every
+// backend against a float64 twin, the flash kernels' vector tanh against std::tanh, and
+// chunk invariance with the cap on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/flash/flash_kernels.h"
 
 namespace llmserve {
 namespace {
@@ -42,6 +46,8 @@ struct Case {
   /// first query's window point at a NaN-filled block nobody owns, as the engine returns them
   /// to the pool: a backend that reads them shows NaN.
   int32_t window = 0;
+  /// Logit soft-cap (AttentionShape::softcap; 0 = none).
+  float softcap = 0;
 };
 
 uint16_t nan_bits(DType t) { return t == DType::kBF16 ? 0x7fc0 : 0x7e00; }
@@ -144,6 +150,7 @@ struct Batch {
     meta.slot_mapping = slot_mapping.data();
     meta.block_size = c.block_size;
     shape = {c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
+    shape.softcap = c.softcap;
   }
 
   int64_t slot(int32_t s, int32_t p) const {
@@ -187,7 +194,9 @@ float rounded(DType t, float x) {
 }
 
 // Independent float64 causal attention from the batch's K/V values (rounded to the cache
-// dtype the same way the cache holds them).
+// dtype the same way the cache holds them): per query and head, s = q.k / sqrt(hd), capped
+// to softcap * tanh(s / softcap) when the case has a cap, then only the window's positions
+// up to the query's enter the softmax.
 std::vector<double> float64_attention(const Batch& b) {
   const auto& c = b.c;
   const int64_t hd = c.head_dim, row = static_cast<int64_t>(c.n_kv_heads) * hd;
@@ -207,6 +216,7 @@ std::vector<double> float64_attention(const Batch& b) {
           for (int64_t x = 0; x < hd; ++x)
             d += double(qv[x]) * rounded(c.dtype, b.k[s][p * row + kvh * hd + x]);
           w[p] = d / std::sqrt(double(hd));
+          if (c.softcap > 0) w[p] = c.softcap * std::tanh(w[p] / c.softcap);
           mx = std::max(mx, w[p]);
         }
         for (auto& x : w) sum += (x = std::exp(x - mx));
@@ -524,48 +534,284 @@ TEST(Attention, FlashSharpSoftmaxAndLargeScores) {
 // step, or its prompt arrives in chunks of any size (1-token chunks included: they take the
 // decode shape) among other sequences (prefills and decodes of other lengths), with or
 // without a thread pool, for every KV cache dtype and both kernel families.
-TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
-  struct Shape {
-    int32_t hd, n, kv, bs;
-  };
+struct InvariantShape {
+  int32_t hd, n, kv, bs;
+};
+
+// One configuration of the chunk-invariance check (the kernel family `isa` is left set).
+void expect_chunk_invariant(const InvariantShape& sh, DType dt, CpuIsa isa, int32_t window,
+                            float softcap, float q_amp, ThreadPool* pool) {
   constexpr uint32_t kSeed = 4242;
   constexpr int32_t kLen = 200;
   const int32_t cuts[] = {0, 37, 38, 100, 164, 199, kLen};  // chunks [cuts[i], cuts[i + 1])
+  set_cpu_isa_for_testing(isa);
+  Case c;
+  c.head_dim = sh.hd;
+  c.n_heads = sh.n;
+  c.n_kv_heads = sh.kv;
+  c.block_size = sh.bs;
+  c.dtype = dt;
+  c.seqs = {{kLen, kLen, kSeed}};
+  c.window = window;
+  c.softcap = softcap;
+  c.q_amp = q_amp;
+  Batch alone(c);
+  const auto want = alone.run(*backend("flash"), nullptr);
+  const int64_t qrow = static_cast<int64_t>(sh.n) * sh.hd;
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    const int32_t a = cuts[i], b = cuts[i + 1];
+    Case cc = c;
+    cc.seed = 900 + static_cast<uint32_t>(i);
+    // Others: decodes with long and short contexts, another sequence's prefill chunk.
+    cc.seqs = {{1, 300}, {23, 90}, {b - a, b, kSeed}, {1, 7}, {64, 64}};
+    Batch batch(cc);
+    const auto got = batch.run(*backend("flash"), pool);
+    const int64_t at = batch.query_start_loc[2];
+    for (int64_t e = 0; e < (b - a) * qrow; ++e) {
+      ASSERT_EQ(got[at * qrow + e], want[a * qrow + e])
+          << describe(cc) << " chunk [" << a << ", " << b << ") element " << e
+          << (isa == CpuIsa::kAvx2 ? " avx2" : "") << " window " << window << " softcap "
+          << softcap;
+    }
+  }
+}
+
+TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
   const CpuIsa native = cpu_isa();
   ThreadPool pool(2);
-  for (const Shape sh : {Shape{64, 8, 2, 16}, Shape{48, 6, 1, 16}, Shape{50, 4, 4, 1},
-                         Shape{128, 16, 4, 16}}) {
+  for (const InvariantShape sh : {InvariantShape{64, 8, 2, 16}, InvariantShape{48, 6, 1, 16},
+                                  InvariantShape{50, 4, 4, 1}, InvariantShape{128, 16, 4, 16}}) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (CpuIsa isa : {native, CpuIsa::kAvx2})
-      for (int32_t window : {0, 45}) {  // with a window, chunks past it find their early blocks freed
-        set_cpu_isa_for_testing(isa);
-        Case c;
-        c.head_dim = sh.hd;
-        c.n_heads = sh.n;
-        c.n_kv_heads = sh.kv;
-        c.block_size = sh.bs;
-        c.dtype = dt;
-        c.seqs = {{kLen, kLen, kSeed}};
-        c.window = window;
-        Batch alone(c);
-        const auto want = alone.run(*backend("flash"), nullptr);
-        const int64_t qrow = static_cast<int64_t>(sh.n) * sh.hd;
-        for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
-          const int32_t a = cuts[i], b = cuts[i + 1];
-          Case cc = c;
-          cc.seed = 900 + static_cast<uint32_t>(i);
-          // Others: decodes with long and short contexts, another sequence's prefill chunk.
-          cc.seqs = {{1, 300}, {23, 90}, {b - a, b, kSeed}, {1, 7}, {64, 64}};
-          Batch batch(cc);
-          const auto got = batch.run(*backend("flash"), &pool);
-          const int64_t at = batch.query_start_loc[2];
-          for (int64_t e = 0; e < (b - a) * qrow; ++e) {
-            ASSERT_EQ(got[at * qrow + e], want[a * qrow + e])
-                << describe(cc) << " chunk [" << a << ", " << b << ") element " << e
-                << (isa == CpuIsa::kAvx2 ? " avx2" : "") << " window " << window;
-          }
+        for (int32_t window : {0, 45}) {  // with a window, chunks past it find their early blocks freed
+          ASSERT_NO_FATAL_FAILURE(expect_chunk_invariant(sh, dt, isa, window, 0.0f, 2.0f, &pool));
+        }
+      set_cpu_isa_for_testing(native);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Logit soft-capping (AttentionShape::softcap, Gemma 2).
+
+// Float32 spacing at w's magnitude (subnormal spacing below 2^-126).
+double ulp_at(double w) {
+  const int e = w == 0 ? -126 : std::max(std::ilogb(w), -126);
+  return std::ldexp(1.0, e - 23);
+}
+
+// The flash kernels' vector tanh (the soft-cap's) against std::tanh in double, both kernel
+// families: a dense grid over [-10, 10], random mantissas in every binade from the subnormals
+// to FLT_MAX, both sides of the polynomial / exp2 switch at 0.625, and the specials (+-0,
+// +-inf -> +-1, NaN -> NaN). Odd (bitwise), never above 1 in magnitude.
+TEST(Attention, FlashTanhIsAccurate) {
+  std::vector<float> x;
+  for (int i = -10 * 1024; i <= 10 * 1024; ++i) x.push_back(static_cast<float>(i) / 1024.0f);
+  std::mt19937 rng(77);
+  for (int e = -149; e <= 127; ++e)
+    for (int k = 0; k < 256; ++k) {
+      const uint32_t mant = rng() & 0x7fffffu;
+      const uint32_t bits = e < -126 ? (mant >> (-126 - e)) : (static_cast<uint32_t>(e + 127) << 23 | mant);
+      float f;
+      std::memcpy(&f, &bits, 4);
+      x.push_back(f);
+    }
+  for (float b : {0.625f, 1.0f, 9.0f, 9.1f, 44.0f})
+    for (float f = b, i = 0; i < 8; ++i, f = std::nextafter(f, 0.0f)) x.push_back(f);
+  for (float f = 0.625f, i = 0; i < 8; ++i, f = std::nextafter(f, 1.0f)) x.push_back(f);
+  x.push_back(0.0f);
+  x.push_back(FLT_MAX);
+  x.push_back(INFINITY);
+  const size_t n_pos = x.size();
+  for (size_t i = 0; i < n_pos; ++i) x.push_back(-x[i]);
+  x.push_back(NAN);
+  std::vector<const flash_detail::FlashKernels*> tables = {&flash_detail::flash_kernels_avx2()};
+  if (cpu_isa() >= CpuIsa::kAvx512) tables.push_back(&flash_detail::flash_kernels_avx512());
+  for (const auto* K : tables) {
+    std::vector<float> y(x.size());
+    K->tanh(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    double worst = 0;
+    for (size_t i = 0; i + 1 < x.size(); ++i) {
+      ASSERT_FALSE(std::isnan(y[i])) << x[i] << " " << K->isa;
+      ASSERT_LE(std::fabs(y[i]), 1.0f) << x[i] << " " << K->isa;
+      const double want = std::tanh(static_cast<double>(x[i]));
+      const double err = std::fabs(y[i] - want) / ulp_at(want);
+      worst = std::max(worst, err);
+      ASSERT_LE(err, 3.0) << "tanh(" << x[i] << ") = " << y[i] << " want " << want << " " << K->isa;
+    }
+    for (size_t i = 0; i < n_pos; ++i) ASSERT_EQ(y[i + n_pos], -y[i]) << x[i] << " " << K->isa;
+    EXPECT_EQ(y[n_pos - 1], 1.0f);      // tanh(inf)
+    EXPECT_EQ(y[2 * n_pos - 1], -1.0f);  // tanh(-inf)
+    EXPECT_TRUE(std::isnan(y.back()));
+    EXPECT_TRUE(std::signbit(y[n_pos + n_pos - 4])) << "tanh(-0) = -0";
+    // In place and vector tails (every length up to two vectors).
+    for (int64_t len = 0; len <= 2 * K->lanes + 1; ++len) {
+      std::vector<float> z(x.begin() + 1000, x.begin() + 1000 + len + 1);
+      z[len] = -7.0f;
+      K->tanh(z.data(), z.data(), len);
+      for (int64_t i = 0; i < len; ++i) ASSERT_EQ(z[i], y[1000 + i]) << len << " " << K->isa;
+      ASSERT_EQ(z[len], -7.0f);
+    }
+    if (std::getenv("ATTN_TEST_VERBOSE")) std::printf("tanh %s: max %.2f ulp\n", K->isa, worst);
+  }
+}
+
+// Outputs are convex combinations of V values in [-1, 1], so an output moves by at most
+// 2 max |score error|; a capped score is within a few ulp of its value, |s| <= softcap, which
+// adds ~1e-6 softcap to the uncapped bound.
+float softcap_tol(float softcap) { return kFlashTol + 1e-6f * softcap; }
+
+// Max |backend - float64| for naive and for flash / flash-split (serial, 2 threads, AVX2
+// forced), and how far the cap moves the float64 outputs (cap_effect: the comparison means
+// something only if it is large).
+struct BackendErrors {
+  float naive = 0, flash = 0;
+  double cap_effect = 0;
+};
+BackendErrors errors_vs_float64(const Case& c) {
+  BackendErrors r;
+  Batch b(c);
+  const auto want = float64_attention(b);
+  Case uncapped = c;
+  uncapped.softcap = 0;
+  const auto plain = float64_attention(Batch(uncapped));
+  for (size_t i = 0; i < want.size(); ++i)
+    r.cap_effect = std::max(r.cap_effect, std::fabs(want[i] - plain[i]));
+  auto worst = [&](const std::vector<float>& got, float& w) {
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float e = static_cast<float>(std::fabs(got[i] - want[i]));
+      if (!(e <= w)) w = std::isnan(e) ? INFINITY : e;
+    }
+  };
+  ThreadPool pool(2);
+  worst(b.run(*backend("naive"), &pool), r.naive);
+  const CpuIsa native = cpu_isa();
+  struct Config {
+    ThreadPool* pool;
+    CpuIsa isa;
+  };
+  for (const Config cfg : {Config{nullptr, native}, Config{&pool, native}, Config{&pool, CpuIsa::kAvx2}}) {
+    set_cpu_isa_for_testing(cfg.isa);
+    for (const char* name : {"flash", "flash-split"}) {
+      Batch fresh(c);
+      worst(fresh.run(*backend(name), cfg.pool), r.flash);
+    }
+  }
+  set_cpu_isa_for_testing(native);
+  return r;
+}
+
+// Soft-capping in every backend against the float64 twin: caps 1, 5, 50 with scores a few
+// caps large (q_amp = 6 softcap: score std ~ 2 softcap, so most scores saturate and the rest
+// sit in tanh's curved part), Gemma's head_dim 256 and an odd 24, GQA groups 2 and 4 (the
+// flash kernels' packed decode path where the group divides the lanes, the generic one
+// otherwise) and 3, no window and a window of 40, f32 and bf16 KV; prefill, chunked prefill,
+// decodes and a one-token prompt in one batch, and decode-only batches (flash-split's
+// context splits on 2 threads).
+TEST(Attention, SoftcapMatchesFloat64) {
+  struct Heads {
+    int32_t n, kv;
+  };
+  uint32_t seed = 500;
+  int idx = 0;
+  for (float softcap : {1.0f, 5.0f, 50.0f}) {
+    for (int32_t hd : {24, 256}) {
+      for (const Heads h : {Heads{8, 4}, Heads{8, 2}, Heads{6, 2}}) {
+        for (int32_t window : {0, 40}) {
+          Case c;
+          c.head_dim = hd;
+          c.n_heads = h.n;
+          c.n_kv_heads = h.kv;
+          c.block_size = 16;
+          c.dtype = idx++ % 2 ? DType::kBF16 : DType::kF32;
+          c.window = window;
+          c.softcap = softcap;
+          c.q_amp = 6.0f * softcap;
+          c.seed = seed++;
+          c.seqs = {{90, 90}, {37, 160}, {1, 200}, {1, 45}, {1, 1}, {3, 70}};
+          const BackendErrors e = errors_vs_float64(c);
+          const std::string what = describe(c) + " window " + std::to_string(window) + " softcap " +
+                                   std::to_string(softcap);
+          EXPECT_LE(e.naive, softcap_tol(softcap)) << what;
+          EXPECT_LE(e.flash, softcap_tol(softcap)) << what;
+          EXPECT_GT(e.cap_effect, 0.1) << what;
+          if (std::getenv("ATTN_TEST_VERBOSE"))
+            std::printf("%s: naive %.3g flash %.3g (the cap moves outputs by %.2f)\n", what.c_str(),
+                        e.naive, e.flash, e.cap_effect);
         }
       }
+    }
+    // Decode only: few long contexts on 2 threads, so flash-split splits them.
+    Case c;
+    c.head_dim = 256;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.block_size = 16;
+    c.softcap = softcap;
+    c.q_amp = 6.0f * softcap;
+    c.seed = seed++;
+    c.seqs = {{1, 1100}, {1, 600}};
+    const BackendErrors e = errors_vs_float64(c);
+    EXPECT_LE(e.naive, softcap_tol(softcap)) << describe(c) << " softcap " << softcap;
+    EXPECT_LE(e.flash, softcap_tol(softcap)) << describe(c) << " softcap " << softcap;
+    EXPECT_GT(e.cap_effect, 0.1) << describe(c) << " softcap " << softcap;
+    if (std::getenv("ATTN_TEST_VERBOSE"))
+      std::printf("softcap %g decode-only: naive %.3g flash %.3g (the cap moves outputs by %.2f)\n", softcap,
+                  e.naive, e.flash, e.cap_effect);
+  }
+}
+
+// The cap is applied, in the right units: with a small cap the outputs move far from the
+// uncapped ones (in float64 and in every backend), with a cap far above every score they do
+// not.
+TEST(Attention, SoftcapChangesTheResult) {
+  Case c;
+  c.head_dim = 24;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.q_amp = 6.0f;  // score std ~ 2
+  c.window = 40;
+  c.seqs = {{90, 90}, {1, 200}, {5, 60}};
+  Batch plain(c);
+  const auto ref_plain = float64_attention(plain);
+  Case capped_case = c;
+  capped_case.softcap = 1.0f;
+  Batch capped(capped_case);
+  const auto ref_capped = float64_attention(capped);
+  Case loose_case = c;
+  loose_case.softcap = 1e5f;
+  Batch loose(loose_case);
+  auto max_diff = [](const auto& a, const auto& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+    return m;
+  };
+  EXPECT_GT(max_diff(ref_plain, ref_capped), 0.1);
+  for (const char* name : {"naive", "flash", "flash-split"}) {
+    Batch p(c), q(capped_case), r(loose_case);
+    const auto out_plain = p.run(*backend(name), nullptr);
+    const auto out_capped = q.run(*backend(name), nullptr);
+    const auto out_loose = r.run(*backend(name), nullptr);
+    EXPECT_GT(max_diff(out_plain, out_capped), 0.1) << name;
+    EXPECT_LE(max_diff(out_capped, ref_capped), softcap_tol(1.0f)) << name;
+    EXPECT_LE(max_diff(out_loose, out_plain), kFlashTol) << name;
+  }
+}
+
+// Chunk invariance with the cap on: Gemma shapes (head_dim 256, groups 2 and 4; head_dim 24),
+// caps 1 and 50, with and without a window, f32 and bf16 KV, both kernel families.
+TEST(Attention, FlashRowsAreChunkInvariantWithSoftcap) {
+  const CpuIsa native = cpu_isa();
+  ThreadPool pool(2);
+  for (const InvariantShape sh : {InvariantShape{256, 8, 4, 16}, InvariantShape{256, 4, 1, 16},
+                                  InvariantShape{24, 8, 2, 1}}) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (CpuIsa isa : {native, CpuIsa::kAvx2})
+        for (int32_t window : {0, 45})
+          for (float softcap : {1.0f, 50.0f}) {
+            ASSERT_NO_FATAL_FAILURE(
+                expect_chunk_invariant(sh, dt, isa, window, softcap, 6.0f * softcap, &pool));
+          }
       set_cpu_isa_for_testing(native);
     }
   }

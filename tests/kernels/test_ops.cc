@@ -1,11 +1,16 @@
 // Kernels against float64 textbook formulas at odd sizes, for every weight dtype.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/ops.h"
 
 namespace llmserve {
@@ -111,6 +116,105 @@ TEST(Ops, SiluMul) {
   float out[3];
   silu_mul(g, u, out, 3);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
+}
+
+// Double-precision twin of gelu_tanh (transformers' gelu_pytorch_tanh):
+// 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written with the identity
+// 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): the literal form cancels to 0 in double already
+// from x ~ -5 on (1 + tanh(u) < 1e-16), where the true value is still ~1e-9.
+double gelu_tanh_ref(double x) {
+  const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+  return x / (1.0 + std::exp(-2.0 * u));
+}
+double gelu_tanh_literal(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// The float32 ulp at w's magnitude (subnormal spacing below 2^-126).
+double ulp_at(double w) {
+  const int e = w == 0 ? -126 : std::max(std::ilogb(w), -126);
+  return std::ldexp(1.0, e - 23);
+}
+
+TEST(Ops, GeluTanhTwinIsTheLiteralFormula) {
+  // Where the literal formula does not cancel (x >= -3) the two twins agree to double rounding.
+  for (double x = -3.0; x <= 20.0; x += 1.0 / 128) {
+    const double a = gelu_tanh_ref(x), b = gelu_tanh_literal(x);
+    ASSERT_LE(std::fabs(a - b), 1e-13 * std::fabs(b) + 1e-300) << x;
+  }
+  // Spot values: gelu_tanh(1) = 0.841192, gelu_tanh(-1) = -0.158808 (PyTorch's).
+  EXPECT_NEAR(gelu_tanh_ref(1.0), 0.8411919906082768, 1e-15);
+  EXPECT_NEAR(gelu_tanh_ref(-1.0), -0.15880800939172324, 1e-15);
+}
+
+// gelu_tanh_mul against the float64 twin, both kernel families: a dense grid over [-20, 20],
+// random values, tiny and huge magnitudes (|x| up to 1e4 and FLT_MAX), up = 1 (the activation
+// alone) and random up; odd lengths (vector tails); out aliasing gate and up.
+TEST(Ops, GeluTanhMulMatchesFloat64) {
+  std::vector<float> g;
+  for (int i = -20 * 256; i <= 20 * 256; ++i) g.push_back(static_cast<float>(i) / 256.0f);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-20.0f, 20.0f);
+  for (int i = 0; i < 20000; ++i) g.push_back(uni(rng));
+  for (float m = 1e-38f; m < 1e4f; m *= 1.37f) {
+    g.push_back(m);
+    g.push_back(-m);
+  }
+  for (float x : {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-40f, -1e-40f, 1e4f, -1e4f, 9999.5f, -9999.5f,
+                  1e30f, -1e30f, FLT_MAX, -FLT_MAX, -10.0f, -10.1f, -12.0f, -13.7f, -20.0f})
+    g.push_back(x);
+  g.push_back(0.5f);  // odd length: both vector tails are exercised
+  const size_t n = g.size();
+  std::vector<float> ones(n, 1.0f), up(n);
+  std::uniform_real_distribution<float> uu(-2.0f, 2.0f);
+  for (auto& x : up) x = uu(rng);
+  const CpuIsa native = cpu_isa();
+  for (CpuIsa isa : {native, CpuIsa::kAvx2}) {
+    set_cpu_isa_for_testing(isa);
+    double worst_act = 0, worst_mul = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::vector<float>& u = pass == 0 ? ones : up;
+      std::vector<float> out(n, NAN);
+      gelu_tanh_mul(g.data(), u.data(), out.data(), static_cast<int64_t>(n));
+      double& worst = pass == 0 ? worst_act : worst_mul;
+      for (size_t i = 0; i < n; ++i) {
+        const double want = gelu_tanh_ref(g[i]) * u[i];
+        ASSERT_FALSE(std::isnan(out[i])) << g[i];
+        if (std::fabs(want) > FLT_MAX) continue;  // FLT_MAX * up > 1: inf is right
+        ASSERT_FALSE(std::isinf(out[i])) << g[i];
+        const double err = std::fabs(out[i] - want) / ulp_at(want);
+        worst = std::max(worst, err);
+        // 4 ulp for the activation, one more rounding for the product with up.
+        ASSERT_LE(err, pass == 0 ? 4.0 : 5.0)
+            << "x=" << g[i] << " up=" << u[i] << " got " << out[i] << " want " << want
+            << (isa == CpuIsa::kAvx2 ? " avx2" : "");
+      }
+      // Aliasing: out = gate and out = up give the same bits.
+      std::vector<float> ag = g, au = u;
+      gelu_tanh_mul(ag.data(), u.data(), ag.data(), static_cast<int64_t>(n));
+      gelu_tanh_mul(g.data(), au.data(), au.data(), static_cast<int64_t>(n));
+      ASSERT_EQ(std::memcmp(ag.data(), out.data(), n * 4), 0);
+      ASSERT_EQ(std::memcmp(au.data(), out.data(), n * 4), 0);
+      // Every length up to two vectors: tails leave the elements past n alone.
+      for (int64_t len = 0; len <= 33; ++len) {
+        std::vector<float> o(len + 1, -7.0f);
+        gelu_tanh_mul(g.data() + 100, u.data() + 100, o.data(), len);
+        for (int64_t i = 0; i < len; ++i) ASSERT_EQ(o[i], out[100 + i]) << len;
+        ASSERT_EQ(o[len], -7.0f) << len;
+      }
+    }
+    if (std::getenv("OPS_TEST_VERBOSE"))
+      std::printf("gelu_tanh_mul %s: max %.2f ulp (up = 1), %.2f ulp (random up)\n",
+                  cpu_isa_name(cpu_isa()), worst_act, worst_mul);
+  }
+  set_cpu_isa_for_testing(native);
+  // Sign and limits: gelu_tanh(x) -> x for x >> 0, -> -0 for x << 0, gelu(0) = 0.
+  float x[4] = {1e4f, -1e4f, 0.0f, FLT_MAX}, one[4] = {1, 1, 1, 1}, y[4];
+  gelu_tanh_mul(x, one, y, 4);
+  EXPECT_EQ(y[0], 1e4f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], FLT_MAX);
 }
 
 // Paged attention through a scrambled block table equals dense causal attention over the

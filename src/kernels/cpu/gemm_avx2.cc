@@ -76,7 +76,12 @@ struct Avx2 {
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
   static void store_n(float* p, vec v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
   static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static vec fms(vec a, vec b, vec c) { return _mm256_fmsub_ps(a, b, c); }
   static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+  static vec abs(vec a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  /// Lanes of x with the sign bit set (-0 included) take a, the others b.
+  static vec select_neg(vec x, vec a, vec b) { return _mm256_blendv_ps(b, a, x); }
   static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
   static vec div(vec a, vec b) { return _mm256_div_ps(a, b); }
   static vec min(vec a, vec b) { return _mm256_min_ps(a, b); }

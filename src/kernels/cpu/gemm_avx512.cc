@@ -74,7 +74,14 @@ struct Avx512 {
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, vec v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
   static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static vec fms(vec a, vec b, vec c) { return _mm512_fmsub_ps(a, b, c); }
   static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  static vec abs(vec a) { return _mm512_abs_ps(a); }
+  /// Lanes of x with the sign bit set (-0 included) take a, the others b.
+  static vec select_neg(vec x, vec a, vec b) {
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), b, a);
+  }
   static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
   static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
   static vec min(vec a, vec b) { return _mm512_min_ps(a, b); }

@@ -72,6 +72,9 @@ struct GemmKernels {
 
   /// out[i] = silu(g[i]) * u[i] (out may alias g or u).
   void (*silu_mul)(const float* g, const float* u, float* out, int64_t n);
+
+  /// out[i] = gelu_tanh(g[i]) * u[i] (ops.h gelu_tanh_mul; out may alias g or u).
+  void (*gelu_tanh_mul)(const float* g, const float* u, float* out, int64_t n);
 };
 
 /// Tuning knobs (benchmark experiments only; defaults are the measured best).

@@ -6,8 +6,9 @@
 //
 // V provides: vec, L (lanes), zero, load, load_n (first n < L lanes, rest 0), loadw<D> /
 // loadw_n<D> (L elements of a row-major W row in dtype D converted to f32), load_panel<D>
-// (the kNv vectors of one prepared-panel row, sub-panel `sub`), store, store_n, fma, add,
-// mul, set1, reduce4 (four horizontal sums -> out[0..3]), transpose, exp.
+// (the kNv vectors of one prepared-panel row, sub-panel `sub`), store, store_n, fma, fms
+// (a b - c), add, sub, mul, div, min, max, abs, select_neg (x's sign bit set ? a : b), set1,
+// round, pow2i, reduce4 (four horizontal sums -> out[0..3]), transpose, exp.
 
 namespace llmserve::gemm_detail {
 namespace {
@@ -396,6 +397,65 @@ void silu_mul(const float* g, const float* u, float* out, int64_t n) {
   }
 }
 
+// gelu_tanh(x) = 0.5 x (1 + tanh(w / 2)) = x sigmoid(w) = x / (1 + e^-w), w = 2 sqrt(2/pi)
+// (x + 0.044715 x^3) (ops.h gelu_tanh_mul). w is odd and increasing in x, so with
+// t = e^-|w| = 2^-y in (0, 1], y = |w| log2(e) = B1 |x| + B3 |x|^3: x >= 0 gives x / (1 + t),
+// x < 0 gives x t / (1 + t) (no cancellation). For x << 0 the result is proportional to 2^-y
+// with y up to ~126, and one rounding of y would cost |y| 2^-24 relative (~100 ulp), so y is
+// kept as a float pair hi + lo (FMA-exact products, a two-sum); 2^-y = 2^-n 2^r with
+// n = round(hi) and r = (n - hi) - lo in [-0.5, 0.5] by Cephes' exp2f polynomial (~2 ulp);
+// 2^-n is applied in two factors so that results below 2^-126 underflow gradually (one
+// rounding). |x| is clamped at 64 (t = 0 long before), so no inf or NaN for finite x.
+template <class V>
+typename V::vec gelu_tanh(typename V::vec x) {
+  using vec = typename V::vec;
+  constexpr double kB1 = 2.0 * 0.797884560802865355879892 * 1.442695040888963407359924;
+  constexpr double kB3 = kB1 * 0.044715;
+  constexpr float b1h = static_cast<float>(kB1), b1l = static_cast<float>(kB1 - b1h);
+  constexpr float b3h = static_cast<float>(kB3), b3l = static_cast<float>(kB3 - b3h);
+  const vec ax = V::min(V::abs(x), V::set1(64.0f));
+  const vec a2 = V::mul(ax, ax), a2l = V::fms(ax, ax, a2);
+  const vec a3 = V::mul(a2, ax), a3l = V::fma(a2l, ax, V::fms(a2, ax, a3));
+  const vec q = V::mul(V::set1(b1h), ax);
+  const vec ql = V::fma(V::set1(b1l), ax, V::fms(V::set1(b1h), ax, q));
+  const vec p = V::mul(V::set1(b3h), a3);
+  const vec pl = V::fma(V::set1(b3l), a3, V::fma(V::set1(b3h), a3l, V::fms(V::set1(b3h), a3, p)));
+  const vec s = V::add(p, q), bv = V::sub(s, p);
+  const vec sl = V::add(V::add(V::sub(p, V::sub(s, bv)), V::sub(q, bv)), V::add(pl, ql));
+  const vec hi = V::min(s, V::set1(200.0f));  // 2^-200: 0 after the scaling below
+  const vec n = V::round(hi);
+  const vec r = V::sub(V::sub(n, hi), sl);  // n - hi is exact
+  vec e = V::set1(1.535336188319500e-4f);
+  e = V::fma(e, r, V::set1(1.339887440266574e-3f));
+  e = V::fma(e, r, V::set1(9.618437357674640e-3f));
+  e = V::fma(e, r, V::set1(5.550332471162809e-2f));
+  e = V::fma(e, r, V::set1(2.402264791363012e-1f));
+  e = V::fma(e, r, V::set1(6.931472028550421e-1f));
+  e = V::fma(e, r, V::set1(1.0f));
+  // t = tn * 2^-n2 with tn = e 2^-n1 normal; x t as (x tn) 2^-n2 rounds once below 2^-126
+  // (x clamped like |x|: below -64 the product is 0 either way; max(-64, NaN) is NaN).
+  const vec n1 = V::min(n, V::set1(120.0f)), n2 = V::sub(n, n1);
+  const vec tn = V::mul(e, V::pow2i(V::sub(V::zero(), n1))), sc = V::pow2i(V::sub(V::zero(), n2));
+  const vec num = V::select_neg(x, V::mul(V::mul(V::max(V::set1(-64.0f), x), tn), sc), x);
+  return V::div(num, V::add(V::set1(1.0f), V::mul(tn, sc)));
+}
+
+template <class V>
+void gelu_tanh_mul(const float* g, const float* u, float* out, int64_t n) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const vec gv = V::load(g + i), uv = V::load(u + i);
+    V::store(out + i, V::mul(gelu_tanh<V>(gv), uv));
+  }
+  if (i < n) {
+    const int r = static_cast<int>(n - i);
+    const vec gv = V::load_n(g + i, r), uv = V::load_n(u + i, r);
+    V::store_n(out + i, V::mul(gelu_tanh<V>(gv), uv), r);
+  }
+}
+
 /// Cephes-style expf on vectors (relative error ~2 ulp over the clamped range).
 template <class V>
 typename V::vec exp_poly(typename V::vec x) {
@@ -428,6 +488,7 @@ GemmKernels make_kernels(const char* name) {
   k.micro = &micro_any<V>;
   k.micro2 = &micro2_any<V>;
   k.silu_mul = &silu_mul<V>;
+  k.gelu_tanh_mul = &gelu_tanh_mul<V>;
   return k;
 }
 

@@ -158,6 +158,12 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   kr.silu_mul(gate, up, out, n);
 }
 
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const auto& kr = cpu_isa() >= CpuIsa::kAvx512 ? gemm_detail::gemm_kernels_avx512()
+                                                : gemm_detail::gemm_kernels_avx2();
+  kr.gelu_tanh_mul(gate, up, out, n);
+}
+
 void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }

@@ -171,6 +171,8 @@ class FlashAttention final : public AttentionBackend {
                   n_single > 0 && !split_decode_ ? K.prefill_scratch_floats(G, hd, max_heads) : 0,
                   n_decode > 0 ? K.decode_scratch_floats(shape.n_kv_heads, G, hd) : 0});
     const float scale_log2 = shape.scale * kLog2e;
+    // Soft-capping in the log2 domain of the scores (AttentionShape::softcap; 0: off).
+    const float softcap_log2 = shape.softcap > 0 ? shape.softcap * kLog2e : 0.0f;
     const int64_t n_items = static_cast<int64_t>(items.size());
     std::atomic<int64_t> next{0};
     auto worker = [&](int64_t, int64_t) {
@@ -203,6 +205,7 @@ class FlashAttention final : public AttentionBackend {
           t.first_pos = meta.seq_lens[s] - nq + it.b;
           t.scale_log2 = scale_log2;
           t.window = shape.window;
+          t.softcap_log2 = softcap_log2;
           K.prefill(t, scratch);
         } else {
           DecodeTask t;
@@ -212,6 +215,7 @@ class FlashAttention final : public AttentionBackend {
           t.head_dim = hd;
           t.q = q + q0 * q_stride;
           t.scale_log2 = scale_log2;
+          t.softcap_log2 = softcap_log2;
           t.kv_begin = it.kind == 1 ? window_start(meta.seq_lens[s]) : it.b;
           t.kv_end = it.kind == 1 ? meta.seq_lens[s] : it.c;
           if (it.kind == 1) {

@@ -48,6 +48,25 @@ struct Avx2 {
     const vec r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     return _mm256_and_ps(r, _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_GE_OQ));
   }
+  // tanh(x), within 2 ulp for every float (tests: FlashTanhIsAccurate): |x| < 0.625 (and NaN,
+  // which stays NaN): Cephes tanhf's odd polynomial x + x^3 P(x^2); else sign(x) (1 - e) /
+  // (1 + e), e = 2^(-2 |x| log2(e)) by exp2 (exactly +-1 from |x| ~ 9 on; e = 0 below 2^-126,
+  // so no inf or NaN for any input).
+  static vec tanh(vec x) {
+    const vec sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const vec ax = _mm256_xor_ps(x, sign);
+    const vec one = _mm256_set1_ps(1.0f);
+    const vec e = exp2(_mm256_mul_ps(ax, _mm256_set1_ps(-2.8853900817779268f)));
+    const vec big = _mm256_or_ps(_mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e)), sign);
+    const vec z = _mm256_mul_ps(x, x);
+    vec p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    const vec small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_NGE_UQ));
+  }
   static vec mask_after(vec s, vec qpos, float kv_pos) {
     const vec m = _mm256_cmp_ps(qpos, _mm256_set1_ps(kv_pos), _CMP_LT_OQ);
     return _mm256_blendv_ps(s, _mm256_set1_ps(kNegInf), m);

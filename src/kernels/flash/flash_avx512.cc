@@ -56,6 +56,25 @@ struct Avx512 {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
   }
+  // tanh(x), within 2 ulp for every float (tests: FlashTanhIsAccurate): |x| < 0.625 (and NaN,
+  // which stays NaN): Cephes tanhf's odd polynomial x + x^3 P(x^2); else sign(x) (1 - e) /
+  // (1 + e), e = 2^(-2 |x| log2(e)) by exp2 (exactly +-1 from |x| ~ 9 on; e = 0 below 2^-126,
+  // so no inf or NaN for any input).
+  static vec tanh(vec x) {
+    const vec sign = _mm512_and_ps(x, _mm512_set1_ps(-0.0f));
+    const vec ax = _mm512_xor_ps(x, sign);
+    const vec one = _mm512_set1_ps(1.0f);
+    const vec e = exp2(_mm512_mul_ps(ax, _mm512_set1_ps(-2.8853900817779268f)));
+    const vec big = _mm512_or_ps(_mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e)), sign);
+    const vec z = _mm512_mul_ps(x, x);
+    vec p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
+    const vec small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_NGE_UQ), big, small);
+  }
   // Lanes whose query position is before kv_pos become -inf (causal mask).
   static vec mask_after(vec s, vec qpos, float kv_pos) {
     const __mmask16 m = _mm512_cmp_ps_mask(qpos, _mm512_set1_ps(kv_pos), _CMP_LT_OQ);

@@ -42,6 +42,7 @@ struct PrefillTile {
   int32_t first_pos = 0;
   float scale_log2 = 0;      // scale * log2(e): scores live in the log2 domain
   int32_t window = 0;        // AttentionShape::window (0: causal only)
+  float softcap_log2 = 0;    // AttentionShape::softcap * log2(e) (0: no soft-capping)
 };
 
 /// One decode work item: a single query token (all n_kv_heads * group heads) against the
@@ -55,6 +56,7 @@ struct DecodeTask {
   int32_t head_dim = 0;
   const float* q = nullptr;  // [n_kv_heads * group, head_dim]
   float scale_log2 = 0;
+  float softcap_log2 = 0;  // AttentionShape::softcap * log2(e) (0: no soft-capping)
   int32_t kv_begin = 0;
   int32_t kv_end = 0;
   float* out = nullptr;   // non-null: [n_heads, head_dim] = softmax-weighted V
@@ -70,6 +72,9 @@ struct FlashKernels {
   void (*prefill)(const PrefillTile& tile, float* scratch);
   int64_t (*decode_scratch_floats)(int32_t n_kv_heads, int32_t group, int32_t head_dim);
   void (*decode)(const DecodeTask& task, float* scratch);
+  /// y[i] = tanh(x[i]), the vector tanh behind soft-capping (exposed for its accuracy test);
+  /// y may alias x.
+  void (*tanh)(const float* x, float* y, int64_t n);
 };
 
 const FlashKernels& flash_kernels_avx2();

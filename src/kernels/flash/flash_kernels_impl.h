@@ -6,9 +6,10 @@
 //
 // The including file includes <immintrin.h> and flash_kernels.h first and defines V with:
 // vec, L (lanes), tile constants (kQkNi, kQkNj, kPvMi, kPvNd, kDecGb, kDecNd, kRows), zero,
-// load, store, set1, fma, add, mul, max, exp2 (exp2(-inf) = 0), mask_after (lanes whose
-// query position < kv position -> -inf), hmax, hsum, reduce_rows (L vectors of L lanes ->
-// one vector of their L sums), loadkv<D> (L cache elements of dtype D as f32).
+// load, store, set1, fma, add, mul, max, exp2 (exp2(-inf) = 0), tanh (a few ulp for every
+// float, +-1 past |x| ~ 9, NaN stays NaN), mask_after (lanes whose query position < kv
+// position -> -inf), hmax, hsum, reduce_rows (L vectors of L lanes -> one vector of their L
+// sums), loadkv<D> (L cache elements of dtype D as f32).
 //
 // Prefill orientation. Scores are computed transposed, S^T[j][i] for KV row j and query
 // row i, with query rows in the vector lanes: the micro-kernel broadcasts K[j][d] and
@@ -79,6 +80,32 @@ void convert_row(const void* base, DType d, int64_t off, int32_t hd, int32_t hdp
   }
   for (; i < hd; ++i) dst[i] = scalar_from(base, d, off + i);
   for (; i < hdp; ++i) dst[i] = 0.0f;
+}
+
+// Logit soft-capping (Gemma 2's attn_logit_softcapping) on n scores (n a multiple of L) in
+// the log2 domain: s2 = s * log2(e) -> c2 * tanh(s2 / c2), c2 = softcap * log2(e), which is
+// log2(e) * softcap * tanh(s / softcap). Elementwise: a row's result never depends on the
+// other rows of its tile (batch invariance). Applied to fresh (finite) scores, before any
+// mask writes -inf.
+template <class V>
+void softcap_scores(float* s, int64_t n, float c2) {
+  constexpr int L = V::L;
+  const typename V::vec c = V::set1(c2), inv = V::set1(1.0f / c2);
+  for (int64_t i = 0; i < n; i += L) V::store(s + i, V::mul(c, V::tanh(V::mul(V::load(s + i), inv))));
+}
+
+// y[i] = tanh(x[i]) (FlashKernels::tanh; y may alias x).
+template <class V>
+void tanh_array(const float* x, float* y, int64_t n) {
+  constexpr int L = V::L;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) V::store(y + i, V::tanh(V::load(x + i)));
+  if (i < n) {
+    alignas(64) float buf[L] = {};
+    for (int64_t j = i; j < n; ++j) buf[j - i] = x[j];
+    V::store(buf, V::tanh(V::load(buf)));
+    for (int64_t j = i; j < n; ++j) y[j] = buf[j - i];
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -404,6 +431,10 @@ void prefill(const PrefillTile& t, float* scratch) {
         }
       }
 
+      // Soft-capping of the tile's fresh scores (rows j < bc, every lane: padding lanes hold
+      // finite values), before the window and causal masks write -inf.
+      if (t.softcap_log2 > 0) softcap_scores<V>(s, static_cast<int64_t>(bc) * Rp, t.softcap_log2);
+
       // Sliding window: scores of positions before a row's window start become -inf (a
       // scalar pass over the tiles that hold window starts: one or two per row).
       if (W > 0 && kv0 < hi_lo) {
@@ -666,7 +697,7 @@ void decode_pv(int nd, const float* p, const void* const* vp, int32_t bc, int32_
 template <class V, int R, DType DV>
 void decode_head(const float* const* kp, const void* const* vp, int32_t bc,
                  int32_t G, int32_t nv, int64_t hdp, const float* qs, const float* qpk, float* o,
-                 float* m, float* l, float* s, float* red, RowPrefetcher& pf) {
+                 float* m, float* l, float* s, float* red, RowPrefetcher& pf, float cap) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   const int32_t bcp = static_cast<int32_t>(round_up(bc, L));
@@ -690,6 +721,10 @@ void decode_head(const float* const* kp, const void* const* vp, int32_t bc,
       }
     }
   }
+  // Soft-capping (cap = softcap * log2(e) > 0): rows past bc hold row 0's finite scores and
+  // are masked just below.
+  if (cap > 0)
+    for (int32_t g = 0; g < G; ++g) softcap_scores<V>(s + g * kDecodeChunk, bcp, cap);
   for (int32_t g = 0; g < G; ++g) {
     float* sr = s + g * kDecodeChunk;
     for (int32_t j = bc; j < bcp; ++j) sr[j] = kNegInf;
@@ -875,9 +910,11 @@ void decode_run(const DecodeTask& t, float* scratch) {
       float* qph = qpk + static_cast<int64_t>(kh) * G * hdp;
       float* oh = o + static_cast<int64_t>(kh) * G * hdp;
       if (pairs) {
-        decode_head<V, R, DType::kBF16>(kp, vp, bc, G, nv, hdp, qh, qph, oh, m + kh * G, l + kh * G, s, red, pf);
+        decode_head<V, R, DType::kBF16>(kp, vp, bc, G, nv, hdp, qh, qph, oh, m + kh * G, l + kh * G,
+                                        s, red, pf, t.softcap_log2);
       } else {
-        decode_head<V, R, DType::kF32>(kp, vp, bc, G, nv, hdp, qh, qph, oh, m + kh * G, l + kh * G, s, red, pf);
+        decode_head<V, R, DType::kF32>(kp, vp, bc, G, nv, hdp, qh, qph, oh, m + kh * G, l + kh * G,
+                                       s, red, pf, t.softcap_log2);
       }
     }
   }
@@ -910,7 +947,8 @@ const FlashKernels& make_table(const char* isa) {
                               &prefill_scratch_floats<V>,
                               &prefill<V>,
                               &decode_scratch_floats<V>,
-                              &decode<V>};
+                              &decode<V>,
+                              &tanh_array<V>};
   return k;
 }
 

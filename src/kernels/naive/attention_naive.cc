@@ -1,7 +1,8 @@
 // The naive attention backend, the oracle for tests: the textbook "five kernel" path, one
 // (sequence, query head) pair at a time:
 //   1. gather that head's K and V for the whole context (converted to float32),
-//   2. S = Q·K^T·scale                       [num_query, ctx] (materialised),
+//   2. S = Q·K^T·scale                       [num_query, ctx] (materialised), soft-capped
+//      (S = softcap * tanh(S / softcap)) when AttentionShape::softcap > 0,
 //   3. causal mask: S[i][j] = -inf for j > position of query i (and, with a sliding window,
 //      for j <= position - window),
 //   4. P = softmax(S) row by row             [num_query, ctx] (its own array),
@@ -78,6 +79,9 @@ class NaiveAttention final : public AttentionBackend {
         scores[i * ctx + j] = dot * shape.scale;
       }
     }
+    // 2b. Logit soft-capping (Gemma 2): s -> softcap * tanh(s / softcap), before the masks.
+    if (shape.softcap > 0)
+      for (float& sc : scores) sc = shape.softcap * std::tanh(sc / shape.softcap);
     // 3. Causal mask: query i sits at position ctx - nq + i.
     for (int64_t i = 0; i < nq; ++i)
       for (int64_t j = ctx - nq + i + 1; j < ctx; ++j) scores[i * ctx + j] = -INFINITY;
