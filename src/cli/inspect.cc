@@ -324,6 +324,11 @@ int InspectCommand::run() {
     j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["attention_bias"] = c.attention_bias;
     j["qk_norm"] = c.qk_norm;
+    j["hidden_activation"] = c.hidden_activation == MlpActivation::kGeluTanh ? "gelu_pytorch_tanh" : "silu";
+    j["attention_scale"] = c.attention_scale();
+    j["attn_logit_softcapping"] = c.attn_logit_softcapping;
+    j["final_logit_softcapping"] = c.final_logit_softcapping;
+    if (c.rope_local_base_freq > 0) j["rope_local_base_freq"] = c.rope_local_base_freq;
     nlohmann::json scaling = {{"type", rope_scaling_name(c.rope_scaling.type)},
                               {"factor", c.rope_scaling.factor}};
     if (c.rope_scaling.type == RopeScalingType::kLlama3) {
@@ -440,7 +445,15 @@ int InspectCommand::run() {
                         c.rope_scaling.beta_slow, c.rope_attention_factor());
   if (!c.rope_freq_factors.empty())
     rope += fmt::format(", {} freq factors", c.rope_freq_factors.size());
+  if (c.rope_local_base_freq > 0)
+    rope += fmt::format("; sliding layers theta {}, no scaling", c.rope_local_base_freq);
   rows.push_back({"rope", rope});
+  if (c.hidden_activation == MlpActivation::kGeluTanh) rows.push_back({"mlp", "GeGLU (gelu_pytorch_tanh)"});
+  if (c.query_pre_attn_scalar > 0)
+    rows.push_back({"attention scale", fmt::format("1/sqrt({}) (query_pre_attn_scalar)", c.query_pre_attn_scalar)});
+  if (c.attn_logit_softcapping > 0 || c.final_logit_softcapping > 0)
+    rows.push_back({"soft-capping", fmt::format("attention scores {}, final logits {} (cap * tanh(x / cap); 0 = off)",
+                                                c.attn_logit_softcapping, c.final_logit_softcapping)});
   if (c.is_mla()) {
     rows.push_back({"mla q_lora_rank", std::to_string(c.q_lora_rank)});
     rows.push_back({"mla kv_lora_rank", std::to_string(c.kv_lora_rank)});

@@ -72,6 +72,14 @@ Status ModelConfig::validate() const {
       !std::isfinite(rope_theta))
     return InvalidArgument("model config: rms_norm_eps ({}) and rope_theta ({}) must be finite "
                            "and > 0", rms_norm_eps, rope_theta);
+  // Gemma: released values are 30 / 50 (caps), 144 / 256 (query_pre_attn_scalar), 1e4 (local
+  // base); the bounds only keep tanh and sqrt meaningful.
+  for (auto [name, v] : {std::pair{"attn_logit_softcapping", attn_logit_softcapping},
+                         std::pair{"final_logit_softcapping", final_logit_softcapping},
+                         std::pair{"query_pre_attn_scalar", query_pre_attn_scalar},
+                         std::pair{"rope_local_base_freq", rope_local_base_freq}})
+    if (!(v >= 0.0f) || !(v <= 1e9f))
+      return InvalidArgument("model config: {} ({}) must be 0 (off) or positive and finite", name, v);
   const RopeScaling& rs = rope_scaling;
   if (rs.type != RopeScalingType::kNone && (!(rs.factor > 0.0f) || !std::isfinite(rs.factor)))
     return InvalidArgument("model config: rope_scaling factor must be > 0, got {}", rs.factor);
@@ -162,6 +170,19 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
   for (size_t i = 0; i < rope_freq_factors.size() && i < inv.size(); ++i)
     inv[i] /= rope_freq_factors[i];
   return inv;
+}
+
+std::vector<float> ModelConfig::rope_inv_freq_local() const {
+  const int32_t d = rope_dim(), half = d / 2;
+  std::vector<float> inv(half);
+  for (int32_t i = 0; i < half; ++i)  // as rope_inv_freq, unscaled
+    inv[i] = 1.0f / std::pow(rope_local_base_freq, static_cast<float>(2 * i) / static_cast<float>(d));
+  return inv;
+}
+
+float ModelConfig::attention_scale() const {
+  const float base = query_pre_attn_scalar > 0.0f ? query_pre_attn_scalar : static_cast<float>(head_dim);
+  return 1.0f / std::sqrt(base) * softmax_scale_factor();
 }
 
 float ModelConfig::rope_attention_factor() const {

@@ -31,6 +31,13 @@ enum class MoeGroupScore {
   kTop2Sum,  // the sum of its two best selection scores (DeepSeek-V3 "noaux_tc")
 };
 
+/// The activation of the MLP's gate (the product with `up` is the same for both).
+enum class MlpActivation {
+  kSilu,      // SwiGLU (Shazeer 2020): Llama, Mistral, Qwen, Phi-3, DeepSeek
+  kGeluTanh,  // GeGLU with the tanh approximation of GELU (Gemma's hidden_activation
+              // "gelu_pytorch_tanh"; Hendrycks & Gimpel 2016)
+};
+
 /// RoPE frequency scaling (HF config.json "rope_scaling"; GGUF rope.scaling.* / rope_freqs).
 enum class RopeScalingType {
   kNone,
@@ -122,6 +129,26 @@ struct ModelConfig {
   /// the rest pass through; 0 = the whole head.
   int32_t rotary_dim = 0;
 
+  // Gemma 2 / Gemma 3 (transformers' modeling_gemma2 / modeling_gemma3; Gemma Team 2024,
+  // arXiv:2408.00118 and arXiv:2503.19786).
+  /// The MLP gate's activation (HF hidden_activation).
+  MlpActivation hidden_activation = MlpActivation::kSilu;
+  /// Attention soft-capping (Gemma 2 attn_logit_softcapping, GGUF attn_logit_softcapping):
+  /// each score s = q.k * scale becomes cap * tanh(s / cap) before the mask; 0 = off.
+  float attn_logit_softcapping = 0.0f;
+  /// The same on the final logits (Gemma 2 final_logit_softcapping); 0 = off.
+  float final_logit_softcapping = 0.0f;
+  /// Gemma's query_pre_attn_scalar: the attention scale is 1/sqrt(it) instead of
+  /// 1/sqrt(head_dim); 0 = head_dim.
+  float query_pre_attn_scalar = 0.0f;
+  /// RoPE base of the sliding-window layers (Gemma 3 rope_local_base_freq, GGUF
+  /// rope.freq_base_swa), which also skip rope_scaling (it applies to the full-attention
+  /// layers only, as transformers' rotary_emb_local and llama.cpp's freq_scale_swa = 1);
+  /// 0 = every layer uses rope_theta and rope_scaling.
+  float rope_local_base_freq = 0.0f;
+  /// Whether layer `layer` uses the local RoPE (rope_inv_freq_local) instead of rope_inv_freq.
+  bool uses_local_rope(int32_t layer) const { return rope_local_base_freq > 0 && layer_window(layer) > 0; }
+
   // Mixture of experts in every layer's MLP (Qwen3-MoE; Fedus et al. 2021, "Switch
   // Transformers"; transformers' Qwen3MoeSparseMoeBlock): n_experts > 0 marks an MoE model.
   int32_t n_experts = 0;         // routed experts per layer (HF num_experts)
@@ -184,6 +211,9 @@ struct ModelConfig {
   /// What the attention softmax scale is multiplied by: DeepSeek YaRN's
   /// get_mscale(factor, mscale_all_dim)^2 (get_mscale(s, m) = 0.1 m ln s + 1 for s > 1), else 1.
   float softmax_scale_factor() const;
+  /// The attention softmax scale: 1/sqrt(query_pre_attn_scalar, else head_dim) times
+  /// softmax_scale_factor() (the dense and Gemma models; MLA computes its own).
+  float attention_scale() const;
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads == 0, RoPE dims even, MLA
   /// dims consistent). Error messages name the field and value.
@@ -207,6 +237,9 @@ struct ModelConfig {
   /// inv_freq[i], i < rope_dim()/2: theta^(-2i/rope_dim), then rope_scaling and
   /// rope_freq_factors applied.
   std::vector<float> rope_inv_freq() const;
+  /// The sliding layers' inv_freq when rope_local_base_freq is set: rope_local_base_freq^(-2i/rope_dim),
+  /// unscaled.
+  std::vector<float> rope_inv_freq_local() const;
 };
 
 }  // namespace llmserve

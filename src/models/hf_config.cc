@@ -105,6 +105,8 @@ constexpr ArchInfo kArchs[] = {
     {"mixtral", "MixtralForCausalLM", "llama", 4096 * 32},
     {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 2048},
     {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", 4096},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", 8192},
+    {"gemma3_text", "Gemma3ForCausalLM", "gemma3", 131072},
 };
 
 Expected<RopeScaling> read_rope_scaling(const Keys& k) {
@@ -207,6 +209,13 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},  // DeepSeek-V3 selection bias
 };
+// Gemma 2 / 3: norms around attention and the MLP (llama.cpp's names); the rest as above.
+constexpr std::pair<const char*, const char*> kGemmaLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+bool is_gemma(std::string_view arch) { return arch == "gemma2" || arch == "gemma3"; }
 // One expert's projections, mlp.experts.E.<hf> -> blk.N.<gguf>.E.weight (the per-expert names
 // of llama.cpp's older Mixtral GGUFs; newer GGUFs stack experts in blk.N.ffn_*_exps.weight).
 constexpr std::pair<const char*, const char*> kExpertNames[] = {
@@ -245,12 +254,22 @@ bool parse_layer(std::string_view name, std::string_view prefix, int* layer,
 
 }  // namespace
 
-std::optional<std::string> gguf_name_for_hf(std::string_view hf_name) {
+std::optional<std::string> gguf_name_for_hf(std::string_view hf_name, std::string_view architecture) {
+  if (architecture == "gemma3") {  // Gemma3ForConditionalGeneration's text model
+    std::string_view rest = hf_name;
+    if (rest.substr(0, 15) == "language_model.") return gguf_name_for_hf(rest.substr(15), "gemma3");
+    if (rest.substr(0, 21) == "model.language_model.")
+      return gguf_name_for_hf("model." + std::string(rest.substr(21)), "gemma3");
+  }
   for (const auto& [hf, gg] : kGlobalNames)
     if (hf_name == hf) return std::string(gg);
   int layer = 0;
   std::string_view rest;
   if (!parse_layer(hf_name, "model.layers.", &layer, &rest)) return std::nullopt;
+  if (is_gemma(architecture)) {
+    for (const auto& [hf, gg] : kGemmaLayerNames)
+      if (rest == hf) return "blk." + std::to_string(layer) + "." + gg;
+  }
   for (const auto& [hf, gg] : kLayerNames)
     if (rest == hf) return "blk." + std::to_string(layer) + "." + gg;
   int expert = 0;
@@ -266,12 +285,16 @@ std::optional<std::string> gguf_name_for_hf(std::string_view hf_name) {
   return std::nullopt;
 }
 
-std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name) {
+std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name, std::string_view architecture) {
   for (const auto& [hf, gg] : kGlobalNames)
     if (gguf_name == gg) return std::string(hf);
   int layer = 0;
   std::string_view rest;
   if (!parse_layer(gguf_name, "blk.", &layer, &rest)) return std::nullopt;
+  if (is_gemma(architecture)) {
+    for (const auto& [hf, gg] : kGemmaLayerNames)
+      if (rest == gg) return "model.layers." + std::to_string(layer) + "." + hf;
+  }
   for (const auto& [hf, gg] : kLayerNames)
     if (rest == gg) return "model.layers." + std::to_string(layer) + "." + hf;
   for (const auto& [hf, gg] : kExpertNames) {
@@ -293,14 +316,16 @@ static Status read_sliding_window(const Keys& k, std::string_view model_type, Mo
   const std::string& path = k.file();
   const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen2_moe" ||
                     model_type == "qwen3_moe";
+  const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
   bool sliding = k.has("sliding_window") && (model_type == "mistral" || model_type == "mixtral" || model_type == "phi3");
   if (qwen) {
     LLMS_ASSIGN_OR_RETURN(sliding, k.boolean_or("use_sliding_window", false));
   }
+  if (gemma) sliding = true;  // Gemma2Config / Gemma3TextConfig: sliding_window 4096 by default
   if (!sliding) return Status::Ok();
-  if (!k.has("sliding_window"))
+  if (!k.has("sliding_window") && !gemma)
     return InvalidArgument("{}: use_sliding_window is true but sliding_window is not set", path);
-  LLMS_ASSIGN_OR_RETURN(c.sliding_window, k.size("sliding_window"));
+  LLMS_ASSIGN_OR_RETURN(c.sliding_window, k.size_or("sliding_window", 4096));
   c.sliding_layers.clear();
   if (k.has("layer_types")) {
     const nlohmann::json& t = k.raw().at("layer_types");
@@ -320,6 +345,17 @@ static Status read_sliding_window(const Keys& k, std::string_view model_type, Mo
     }
     if (first < 0) return InvalidArgument("{}: \"max_window_layers\" = {} must be >= 0", path, first);
     for (int32_t l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back(l >= first);
+  } else if (gemma) {
+    // Gemma2Config: layer i slides when (i + 1) % 2 != 0; Gemma3TextConfig: when
+    // (i + 1) % sliding_window_pattern != 0 (default 6).
+    int64_t period = 2;
+    if (model_type == "gemma3_text") {
+      LLMS_ASSIGN_OR_RETURN(period, k.has("sliding_window_pattern") ? k.integer("sliding_window_pattern")
+                                                                    : Expected<int64_t>(int64_t{6}));
+      if (period < 1 || period > INT32_MAX)
+        return InvalidArgument("{}: \"sliding_window_pattern\" = {} must be positive", path, period);
+    }
+    for (int32_t l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % period != 0);
   }
   bool any = c.sliding_layers.empty();
   for (uint8_t s : c.sliding_layers) any |= s != 0;
@@ -386,9 +422,75 @@ static Status read_deepseek_moe(const Keys& k, bool v3, ModelConfig& c) {
   return Status::Ok();
 }
 
+/// Gemma 2 / Gemma 3 text keys (transformers' Gemma2Config / Gemma3TextConfig defaults):
+/// GeGLU (hidden_activation "gelu_pytorch_tanh"), head_dim 256, query_pre_attn_scalar 256,
+/// tied embeddings; Gemma 2's attention and final soft-capping (50 / 30, null = off); Gemma 3's
+/// q/k norms and its sliding layers' RoPE (rope_local_base_freq 10000, unscaled; rope_theta
+/// 1e6 and rope_scaling for the global layers). The norm weights' 1 + w is ModelFile's.
+static Status read_gemma(const Keys& k, bool gemma2, ModelConfig& c) {
+  const std::string& path = k.file();
+  const char* act_key = k.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  LLMS_ASSIGN_OR_RETURN(std::string act, k.string_or(act_key, "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh")
+    return Unimplemented("{}: {} \"{}\" is not supported for Gemma (only gelu_pytorch_tanh)", path, act_key, act);
+  c.hidden_activation = MlpActivation::kGeluTanh;
+  auto number_or_null = [&](const char* key, double fallback, float* out) -> Status {
+    double v = fallback;
+    if (k.raw().contains(key) && k.raw().at(key).is_null()) v = 0.0;  // null = off
+    else if (k.has(key)) {
+      LLMS_ASSIGN_OR_RETURN(v, k.number(key));
+    }
+    if (!(v >= 0.0) || v > 1e9)
+      return InvalidArgument("{}: \"{}\" = {} must be null or positive", path, key, v);
+    *out = static_cast<float>(v);
+    return Status::Ok();
+  };
+  LLMS_RETURN_IF_ERROR(number_or_null("attn_logit_softcapping", gemma2 ? 50.0 : 0.0, &c.attn_logit_softcapping));
+  LLMS_RETURN_IF_ERROR(number_or_null("final_logit_softcapping", gemma2 ? 30.0 : 0.0, &c.final_logit_softcapping));
+  LLMS_RETURN_IF_ERROR(number_or_null("query_pre_attn_scalar", 256.0, &c.query_pre_attn_scalar));
+  if (c.query_pre_attn_scalar == 0.0f)
+    return InvalidArgument("{}: \"query_pre_attn_scalar\" must be positive", path);
+  if (!gemma2) {
+    LLMS_RETURN_IF_ERROR(number_or_null("rope_local_base_freq", 10000.0, &c.rope_local_base_freq));
+    if (c.rope_local_base_freq == 0.0f)
+      return InvalidArgument("{}: \"rope_local_base_freq\" must be positive", path);
+    if (k.has("rope_parameters"))
+      return Unimplemented("{}: \"rope_parameters\" (per-layer-type RoPE) is not supported; use "
+                           "rope_theta / rope_local_base_freq / rope_scaling", path);
+  }
+  return Status::Ok();
+}
+
+/// Gemma 3's multimodal checkpoints (model_type "gemma3", Gemma3ForConditionalGeneration: the
+/// 4B/12B/27B releases) hold the text model's config in "text_config" (a Gemma3TextConfig,
+/// often only the keys that differ from its defaults). The text model is served; the vision
+/// tower's tensors are not loaded (ModelFile logs how many; requests are text only).
+static Expected<json> gemma3_text_config(const json& top, const std::string& path) {
+  if (!top.contains("text_config") || !top.at("text_config").is_object())
+    return InvalidArgument("{}: a Gemma3ForConditionalGeneration config needs a \"text_config\" object", path);
+  json t = top.at("text_config");
+  if (t.contains("model_type") && t.at("model_type") != "gemma3_text")
+    return Unimplemented("{}: text_config model_type {} is not supported (gemma3_text)", path,
+                         t.at("model_type").dump());
+  t["model_type"] = "gemma3_text";
+  t["architectures"] = json::array({"Gemma3ForCausalLM"});
+  return t;
+}
+
 Expected<ModelConfig> read_hf_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  LLMS_ASSIGN_OR_RETURN(json j, read_json_file(path));
+  LLMS_ASSIGN_OR_RETURN(json top, read_json_file(path));
+  json j = std::move(top);
+  {
+    const Keys t(j, path);
+    LLMS_ASSIGN_OR_RETURN(std::string type, t.string_or("model_type", ""));
+    bool conditional = false;
+    if (t.has("architectures") && j.at("architectures").is_array() && !j.at("architectures").empty())
+      conditional = j.at("architectures")[0] == "Gemma3ForConditionalGeneration";
+    if (type == "gemma3" || (type.empty() && conditional)) {
+      LLMS_ASSIGN_OR_RETURN(j, gemma3_text_config(j, path));
+    }
+  }
   const Keys k(j, path);
 
   LLMS_ASSIGN_OR_RETURN(std::string model_type, k.string_or("model_type", ""));
@@ -408,7 +510,8 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     return Unimplemented("{}: unsupported architecture (model_type \"{}\", architectures "
                          "\"{}\"); supported: LlamaForCausalLM, MistralForCausalLM, "
                          "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-                         "MixtralForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM",
+                         "MixtralForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+                         "Gemma2ForCausalLM, Gemma3ForCausalLM",
                          path, model_type, class_name);
   if (!class_name.empty() && class_name != info->class_name)
     return Unimplemented("{}: architectures \"{}\" is not supported for model_type \"{}\" "
@@ -416,24 +519,38 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
 
   ModelConfig c;
   c.architecture = info->arch;
-  LLMS_ASSIGN_OR_RETURN(c.dim, k.size("hidden_size"));
-  LLMS_ASSIGN_OR_RETURN(c.ffn_dim, k.size("intermediate_size"));
-  LLMS_ASSIGN_OR_RETURN(c.n_heads, k.size("num_attention_heads"));
-  LLMS_ASSIGN_OR_RETURN(c.n_layers, k.size("num_hidden_layers"));
-  LLMS_ASSIGN_OR_RETURN(c.vocab_size, k.size("vocab_size"));
-  LLMS_ASSIGN_OR_RETURN(c.n_kv_heads, k.size_or("num_key_value_heads", c.n_heads));
+  if (c.architecture == "gemma2" || c.architecture == "gemma3") {
+    // Gemma2Config / Gemma3TextConfig defaults (a multimodal Gemma 3's text_config gives only
+    // the keys that differ): the 2B/1B-class shape.
+    LLMS_ASSIGN_OR_RETURN(c.dim, k.size_or("hidden_size", 2304));
+    LLMS_ASSIGN_OR_RETURN(c.ffn_dim, k.size_or("intermediate_size", 9216));
+    LLMS_ASSIGN_OR_RETURN(c.n_heads, k.size_or("num_attention_heads", 8));
+    LLMS_ASSIGN_OR_RETURN(c.n_layers, k.size_or("num_hidden_layers", 26));
+    LLMS_ASSIGN_OR_RETURN(c.vocab_size, k.size_or("vocab_size", c.architecture == "gemma2" ? 256000 : 262208));
+    LLMS_ASSIGN_OR_RETURN(c.n_kv_heads, k.size_or("num_key_value_heads", 4));
+  } else {
+    LLMS_ASSIGN_OR_RETURN(c.dim, k.size("hidden_size"));
+    LLMS_ASSIGN_OR_RETURN(c.ffn_dim, k.size("intermediate_size"));
+    LLMS_ASSIGN_OR_RETURN(c.n_heads, k.size("num_attention_heads"));
+    LLMS_ASSIGN_OR_RETURN(c.n_layers, k.size("num_hidden_layers"));
+    LLMS_ASSIGN_OR_RETURN(c.vocab_size, k.size("vocab_size"));
+    LLMS_ASSIGN_OR_RETURN(c.n_kv_heads, k.size_or("num_key_value_heads", c.n_heads));
+  }
   LLMS_ASSIGN_OR_RETURN(c.max_position_embeddings,
                         k.size_or("max_position_embeddings", info->default_max_positions));
   LLMS_ASSIGN_OR_RETURN(double eps, k.number_or("rms_norm_eps", 1e-6));
-  LLMS_ASSIGN_OR_RETURN(double theta, k.number_or("rope_theta", 10000.0));
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
+  LLMS_ASSIGN_OR_RETURN(double theta, k.number_or("rope_theta", c.architecture == "gemma3" ? 1e6 : 10000.0));
   c.rms_norm_eps = static_cast<float>(eps);
   c.rope_theta = static_cast<float>(theta);
-  LLMS_ASSIGN_OR_RETURN(c.tie_word_embeddings, k.boolean_or("tie_word_embeddings", false));
+  LLMS_ASSIGN_OR_RETURN(c.tie_word_embeddings, k.boolean_or("tie_word_embeddings", gemma));
   LLMS_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(k));
   if (c.rope_scaling.type == RopeScalingType::kYarn && c.rope_scaling.original_max_position_embeddings == 0)
     c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
   LLMS_ASSIGN_OR_RETURN(std::string act, k.string_or("hidden_act", "silu"));
-  if (act != "silu")
+  if (gemma) {
+    LLMS_RETURN_IF_ERROR(read_gemma(k, c.architecture == "gemma2", c));
+  } else if (act != "silu")
     return Unimplemented("{}: hidden_act \"{}\" is not supported (only silu / SwiGLU)", path,
                          act);
   LLMS_ASSIGN_OR_RETURN(bool mlp_bias, k.boolean_or("mlp_bias", false));
@@ -480,8 +597,8 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     }
   } else {
     c.rope_style = RopeStyle::kRotateHalf;  // HF Q/K layout (no GGUF permutation)
-    LLMS_ASSIGN_OR_RETURN(c.head_dim, k.size_or("head_dim", c.dim / c.n_heads));
-    if (!k.has("head_dim") && c.dim % c.n_heads != 0)
+    LLMS_ASSIGN_OR_RETURN(c.head_dim, k.size_or("head_dim", gemma ? 256 : c.dim / c.n_heads));
+    if (!k.has("head_dim") && !gemma && c.dim % c.n_heads != 0)
       return InvalidArgument("{}: hidden_size {} is not a multiple of num_attention_heads {} "
                              "and no head_dim is given", path, c.dim, c.n_heads);
     // transformers: dim = int(head_dim * partial_rotary_factor) of each head is rotated.
@@ -496,7 +613,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     // Qwen2's attention always has q/k/v biases (transformers hard-codes bias=True).
     LLMS_ASSIGN_OR_RETURN(c.attention_bias,
                           k.boolean_or("attention_bias", c.architecture == "qwen2" || c.architecture == "qwen2moe"));
-    c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
+    c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe" || c.architecture == "gemma3";
     if (info->model_type == std::string_view("mixtral")) {  // MixtralSparseMoeBlock
       LLMS_ASSIGN_OR_RETURN(c.n_experts, k.size("num_local_experts"));
       LLMS_ASSIGN_OR_RETURN(c.n_experts_used, k.size("num_experts_per_tok"));

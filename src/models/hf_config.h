@@ -18,7 +18,8 @@ namespace llmserve {
 /// Parses `dir`/config.json. Architectures: LlamaForCausalLM / "llama", MistralForCausalLM /
 /// "mistral" (loaded as llama; a sliding_window below max_position_embeddings caps the
 /// context at the window, recorded in ModelConfig::max_position_embeddings), Qwen2ForCausalLM,
-/// Qwen3ForCausalLM, DeepseekV2ForCausalLM (dense layers only). HF checkpoints store Q/K in
+/// Qwen3ForCausalLM, Qwen2/Qwen3-MoE, Mixtral, Phi-3, DeepseekV2/V3ForCausalLM,
+/// Gemma2ForCausalLM, Gemma3ForCausalLM (text). HF checkpoints store Q/K in
 /// rotate-half order (DeepSeek-V2: adjacent pairs, as its modeling code de-interleaves).
 /// vocab_size / weight_dtype are left for the caller to check against the tensors.
 /// Errors (one line, naming `dir`/config.json and the key): InvalidArgument for invalid JSON,
@@ -35,10 +36,12 @@ Expected<GenerationConfig> read_hf_generation_config(const std::string& dir);
 
 /// GGUF name for an HF tensor name, or nullopt for tensors the models do not use
 /// (e.g. rotary_emb.inv_freq). "model.layers.3.mlp.down_proj.weight" -> "blk.3.ffn_down.weight".
-std::optional<std::string> gguf_name_for_hf(std::string_view hf_name);
+/// `architecture` (ModelConfig's) matters for Gemma, whose post_attention_layernorm is the norm
+/// after attention (blk.N.post_attention_norm), not the one before the MLP.
+std::optional<std::string> gguf_name_for_hf(std::string_view hf_name, std::string_view architecture = {});
 
 /// The inverse, for error messages: "blk.3.ffn_down.weight" -> "model.layers.3.mlp.down_proj.
 /// weight"; nullopt if the name has no HF counterpart.
-std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name);
+std::optional<std::string> hf_name_for_gguf(std::string_view gguf_name, std::string_view architecture = {});
 
 }  // namespace llmserve

@@ -8,6 +8,7 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "models/moe.h"
+#include "models/qkv_epilogue.h"
 #include "models/weight_loader.h"
 
 namespace llmserve {
@@ -23,62 +24,6 @@ struct LayerWeights {
   WeightMatrix w_gate_up;        // [2 ffn, dim] = Wgate; Wup stacked
   WeightMatrix w_down;           // [dim, ffn]
   MoeWeights moe;                // Qwen3-MoE: the experts instead of w_gate_up / w_down
-};
-
-/// Epilogue of the fused QKV projection (vLLM's rotary_embedding + reshape_and_cache in the
-/// GEMM's tile epilogue): for each finished [tokens x heads] tile of y = x·[Wq;Wk;Wv]^T it
-/// adds the q/k/v biases (Qwen2), applies the per-head q/k RMSNorm (Qwen3) and RoPE to the Q
-/// and K heads, copies Q to the attention input and stores K and V into the paged cache at
-/// the tokens' slots (converted to the cache dtype), while the tile is hot.
-class QkvEpilogue final : public GemmEpilogue {
- public:
-  QkvEpilogue(const ModelConfig& c, const LayerWeights& l, const float* cos, const float* sin,
-              const int64_t* slots, KVCacheLayer cache, float* q_out)
-      : hd_(c.head_dim), rd_(c.rope_dim()), q_dim_(int64_t{c.n_heads} * c.head_dim),
-        kv_dim_(int64_t{c.n_kv_heads} * c.head_dim), style_(c.rope_style), eps_(c.rms_norm_eps),
-        bias_(l.b_qkv.empty() ? nullptr : l.b_qkv.data()),
-        q_norm_(l.q_norm.empty() ? nullptr : l.q_norm.data()),
-        k_norm_(l.k_norm.empty() ? nullptr : l.k_norm.data()), cos_(cos), sin_(sin),
-        slots_(slots), cache_(cache), q_out_(q_out) {}
-
-  int64_t column_alignment() const override { return hd_; }
-
-  void apply(int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y,
-             int64_t ldy) const override {
-    const int32_t half = rd_ / 2;
-    for (int64_t t = m0; t < m1; ++t) {
-      const float* c = cos_ + t * half;
-      const float* s = sin_ + t * half;
-      for (int64_t col = n0; col < n1; col += hd_) {
-        float* head = y + t * ldy + col;
-        if (bias_ != nullptr) add_inplace(head, bias_ + col, hd_);
-        if (col < q_dim_) {  // query head
-          if (q_norm_ != nullptr) rmsnorm(head, q_norm_, head, hd_, eps_);
-          rope_head(head, rd_, c, s, style_);  // the first rope_dim values (partial rotary)
-          std::copy_n(head, hd_, q_out_ + t * q_dim_ + col);
-        } else if (col < q_dim_ + kv_dim_) {  // key head: RoPE, then into the cache
-          if (k_norm_ != nullptr) rmsnorm(head, k_norm_, head, hd_, eps_);
-          rope_head(head, rd_, c, s, style_);
-          store_kv_values(cache_.k, cache_.dtype, slots_[t] * kv_dim_ + (col - q_dim_), head,
-                          hd_);
-        } else {  // value head
-          store_kv_values(cache_.v, cache_.dtype,
-                          slots_[t] * kv_dim_ + (col - q_dim_ - kv_dim_), head, hd_);
-        }
-      }
-    }
-  }
-
- private:
-  int32_t hd_, rd_;
-  int64_t q_dim_, kv_dim_;
-  RopeStyle style_;
-  float eps_;
-  const float *bias_, *q_norm_, *k_norm_;
-  const float *cos_, *sin_;
-  const int64_t* slots_;
-  KVCacheLayer cache_;
-  float* q_out_;
 };
 
 class LlamaModel final : public Model {
@@ -189,8 +134,9 @@ class LlamaModel final : public Model {
     for (int32_t li = 0; li < cfg_.n_layers; ++li) {
       const LayerWeights& l = layers_[li];
       // Attention block: one QKV GEMM whose epilogue applies RoPE and writes K/V to the cache.
-      const QkvEpilogue qkv_epilogue(cfg_, l, rope_cos_.data(), rope_sin_.data(),
-                                     b.attn.slot_mapping, kv_cache[li], q_.data());
+      const QkvEpilogue qkv_epilogue(cfg_, QkvEpilogue::Extras::of(l.b_qkv, l.q_norm, l.k_norm),
+                                     rope_cos_.data(), rope_sin_.data(), b.attn.slot_mapping,
+                                     kv_cache[li], q_.data());
       gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
       AttentionShape layer_shape = shape;
       layer_shape.window = cfg_.layer_window(li);

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
 
 #include "kernels/ops.h"
 #include "models/hf_config.h"
@@ -93,19 +96,91 @@ Status read_deepseek_moe(const GgufFile& g, const std::string& pre, int64_t expe
   return Status::Ok();
 }
 
+/// Gemma 2 / Gemma 3 as llama.cpp's loader reads them (src/models/gemma2.cpp, gemma3.cpp), the
+/// file's norm weights already 1 + w (its converter adds 1): GeGLU (tanh); gemma2 slides every
+/// other layer with a window of 4096 unless attention.sliding_window says otherwise, caps
+/// attention scores at attn_logit_softcapping (default 50) and logits at
+/// final_logit_softcapping (default 30); gemma3 slides only when attention.sliding_window is
+/// set, five layers of every six (attention.sliding_window_pattern: a period, or one bool per
+/// layer), with rope.freq_base_swa (default 10000) and no RoPE scaling on those layers, and caps
+/// logits only when final_logit_softcapping is set. The files carry no query_pre_attn_scalar:
+/// llama.cpp's rule (hidden / heads for the 27B layer counts, 46 and 62; head_dim otherwise).
+/// The vision tower and projector of a Gemma3ForConditionalGeneration checkpoint (transformers
+/// < 4.52 and >= 4.52 layouts).
+bool is_gemma3_vision_tensor(std::string_view name) {
+  for (std::string_view p : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                             "model.multi_modal_projector."})
+    if (name.substr(0, p.size()) == p) return true;
+  return false;
+}
+
+Status read_gemma_gguf(const GgufFile& g, const std::string& pre, bool gemma2, ModelConfig& c) {
+  auto has = [&](const char* key) { return g.has_key(pre + key); };
+  c.hidden_activation = MlpActivation::kGeluTanh;
+  if (gemma2 && !has("attention.sliding_window")) c.sliding_window = 4096;
+  if (c.sliding_window > 0) {
+    const std::string key = pre + "attention.sliding_window_pattern";
+    int64_t period = gemma2 ? 2 : 6;
+    c.sliding_layers.assign(c.n_layers, 0);
+    const GgufValue* v = g.find_value(key);
+    const auto* arr = v ? std::get_if<GgufValue::Array>(&v->value) : nullptr;
+    if (arr != nullptr) {  // one flag per layer
+      if (static_cast<int64_t>(arr->items.size()) != c.n_layers || arr->elem_type != GgufType::kBool)
+        return InvalidArgument("{}: metadata {} must be a period or {} bools (one per layer)", g.path(), key,
+                               c.n_layers);
+      for (int32_t l = 0; l < c.n_layers; ++l) c.sliding_layers[l] = std::get<bool>(arr->items[l].value);
+    } else {
+      if (v != nullptr) {
+        LLMS_ASSIGN_OR_RETURN(period, g.get_int(key));
+      }
+      if (period < 0 || period > (1LL << 31) - 1)
+        return InvalidArgument("{}: metadata {} = {} is out of range", g.path(), key, period);
+      for (int32_t l = 0; l < c.n_layers; ++l)  // llama_hparams::set_swa_pattern
+        c.sliding_layers[l] = period == 0 || l % period < period - 1;
+    }
+  } else if (has("attention.sliding_window_pattern")) {
+    return InvalidArgument("{}: metadata {}attention.sliding_window_pattern is set but there is no sliding "
+                           "window", g.path(), pre);
+  }
+  auto get_cap = [&](const char* key, float fallback, float* out) -> Status {
+    *out = fallback;
+    if (!has(key)) return Status::Ok();
+    LLMS_ASSIGN_OR_RETURN(double v, g.get_float(pre + key));
+    *out = static_cast<float>(v);
+    return Status::Ok();
+  };
+  if (gemma2) {
+    LLMS_RETURN_IF_ERROR(get_cap("attn_logit_softcapping", 50.0f, &c.attn_logit_softcapping));
+  } else if (has("attn_logit_softcapping")) {
+    return Unimplemented("{}: metadata {}attn_logit_softcapping is not used by gemma3 (llama.cpp ignores it)",
+                         g.path(), pre);
+  }
+  LLMS_RETURN_IF_ERROR(get_cap("final_logit_softcapping", gemma2 ? 30.0f : 0.0f, &c.final_logit_softcapping));
+  float local_base = gemma2 ? c.rope_theta : 10000.0f;
+  LLMS_RETURN_IF_ERROR(get_cap("rope.freq_base_swa", local_base, &local_base));
+  // gemma2: llama.cpp keeps the global RoPE scaling on the sliding layers too; a separate local
+  // base only matters when the file gives one.
+  if (!gemma2 || local_base != c.rope_theta) c.rope_local_base_freq = local_base;
+  if (gemma2 && c.rope_local_base_freq > 0 && c.rope_scaling.type != RopeScalingType::kNone)
+    return Unimplemented("{}: gemma2 with rope.freq_base_swa and RoPE scaling is not supported", g.path());
+  const bool is_27b = c.n_layers == (gemma2 ? 46 : 62);
+  c.query_pre_attn_scalar = is_27b ? static_cast<float>(c.dim / c.n_heads) : static_cast<float>(c.head_dim);
+  return Status::Ok();
+}
+
 Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   LLMS_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "qwen2moe" &&
-      arch != "phi3" && arch != "deepseek2")
+      arch != "phi3" && arch != "deepseek2" && arch != "gemma2" && arch != "gemma3")
     return Unimplemented("{}: unsupported architecture '{}' (supported: llama, qwen2, qwen3, "
-                         "qwen2moe, qwen3moe, phi3, deepseek2)", g.path(), arch);
+                         "qwen2moe, qwen3moe, phi3, deepseek2, gemma2, gemma3)", g.path(), arch);
   ModelConfig c;
   c.architecture = arch;
   const std::string pre = arch + ".";
   // llama.cpp's converter permutes llama Q/K rows for adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM);
   // qwen2/qwen3 keep the HF order (NEOX, rotate-half); deepseek2 uses adjacent pairs.
   c.rope_style = arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "qwen2moe" ||
-                         arch == "phi3"
+                         arch == "phi3" || arch == "gemma2" || arch == "gemma3"
                      ? RopeStyle::kRotateHalf
                                                      : RopeStyle::kAdjacentPairs;
   auto get_i = [&](const std::string& key) -> Expected<int32_t> {
@@ -203,7 +278,7 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     // qwen2 always has q/k/v biases and qwen3 always q/k norms (llama.cpp requires them);
     // llama-arch files may carry optional biases.
     c.attention_bias = arch == "qwen2" || arch == "qwen2moe" || g.find_tensor("blk.0.attn_q.bias") != nullptr;
-    c.qk_norm = arch == "qwen3" || arch == "qwen3moe";
+    c.qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
     // Mixtures of experts, as llama.cpp's graphs run them: qwen3moe renormalises the top-k
     // weights, qwen2moe does not (Qwen1.5-MoE) and adds a shared expert, and a llama file with
     // experts is Mixtral (renormalised; the experts' width is feed_forward_length).
@@ -301,6 +376,9 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
       return InvalidArgument("{}: {}rope.scaling.factor = {} must be > 0", g.path(), pre, factor);
     c.rope_scaling.type = RopeScalingType::kLinear;
     c.rope_scaling.factor = static_cast<float>(factor);
+  }
+  if (arch == "gemma2" || arch == "gemma3") {
+    LLMS_RETURN_IF_ERROR(read_gemma_gguf(g, pre, arch == "gemma2", c));
   }
   if (const TensorView* f = g.find_tensor("rope_freqs.weight")) {
     if (f->shape.size() != 1 || f->shape[0] != c.rope_dim() / 2)
@@ -426,7 +504,7 @@ Status ModelFile::open_hf_dir() {
   safetensors_ = std::make_unique<SafetensorsModel>(std::move(st));
   std::vector<std::string> unused;
   for (const TensorView* t : safetensors_->tensors()) {
-    std::optional<std::string> name = gguf_name_for_hf(t->name);
+    std::optional<std::string> name = gguf_name_for_hf(t->name, config_.architecture);
     if (!name) {
       unused.push_back(t->name);
       continue;
@@ -439,12 +517,21 @@ Status ModelFile::open_hf_dir() {
       return DataLoss("{}: tensors {} and {} are the same weight", path_,
                       hf_by_gguf_name_[*name]->name, t->name);
   }
+  int64_t vision_tensors = 0;
   for (const std::string& n : unused) {
     // Buffers some exporters save; everything else unknown means an unsupported feature.
     if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
+    if (config_.architecture == "gemma3" && is_gemma3_vision_tensor(n)) {
+      ++vision_tensors;
+      not_loaded_.insert(safetensors_->find_tensor(n));
+      continue;
+    }
     return Unimplemented("{}: tensor {} is not used by the {} architecture (an unsupported "
                          "feature)", path_, n, config_.architecture);
   }
+  if (vision_tensors > 0)
+    spdlog::info("{}: Gemma 3 with a vision tower: serving the text model; {} vision tensors not loaded (requests "
+                  "are text only)", path_, vision_tensors);
   const TensorView* emb = find_tensor("token_embd.weight");
   if (emb == nullptr) return NotFound("{}: missing tensor model.embed_tokens.weight", path_);
   if (emb->shape.size() != 2 || emb->shape[0] != config_.vocab_size ||
@@ -453,6 +540,26 @@ Status ModelFile::open_hf_dir() {
                     "from config.json (vocab_size, hidden_size)", path_,
                     fmt::join(emb->shape, ", "), config_.vocab_size, config_.dim);
   config_.weight_dtype = emb->dtype;
+  if (config_.architecture == "gemma2" || config_.architecture == "gemma3") {
+    // Gemma's RMSNorm multiplies by 1 + weight (transformers' Gemma2RMSNorm / Gemma3RMSNorm);
+    // the GGUF files llama.cpp's converter writes store 1 + weight, which the model reads:
+    // every norm vector becomes a float32 copy of 1 + weight here.
+    std::vector<std::string> norms;
+    for (const auto& [name, t] : hf_by_gguf_name_)
+      if (name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) norms.push_back(name);
+    for (const std::string& name : norms) {
+      const TensorView* t = find_tensor(name);
+      if (t->shape.size() != 1 || !is_float_dtype(t->dtype))
+        return DataLoss("{}: tensor {} must be a float vector, has shape [{}] and type {}", path_, t->name,
+                        fmt::join(t->shape, ", "), dtype_name(t->dtype));
+      const int64_t n = t->shape[0];
+      std::shared_ptr<float[]> w(new float[n]);
+      to_f32(t->data, t->dtype, n, w.get());
+      for (int64_t i = 0; i < n; ++i) w[i] += 1.0f;
+      LLMS_RETURN_IF_ERROR(replace_tensor(name, DType::kF32, std::shared_ptr<const void>(w, w.get()),
+                                          static_cast<size_t>(n) * sizeof(float)));
+    }
+  }
   const fs::path tok = fs::path(path_) / "tokenizer.json";
   if (fs::exists(tok, ec)) tokenizer_json_ = tok.string();
   fs::path p = fs::path(path_);
@@ -487,7 +594,8 @@ const TensorView* ModelFile::find_tensor(std::string_view name) const {
 std::vector<const TensorView*> ModelFile::tensors() const {
   std::vector<const TensorView*> out;
   if (safetensors_) {
-    out = safetensors_->tensors();
+    for (const TensorView* t : safetensors_->tensors())
+      if (!not_loaded_.count(t)) out.push_back(t);
   } else if (gguf_) {
     for (const TensorView& t : gguf_->tensors()) out.push_back(&t);
   } else if (llama2c_) {
@@ -522,7 +630,7 @@ Expected<const TensorView*> ModelFile::tensor(std::string_view name) const {
   const TensorView* t = find_tensor(name);
   if (t) return t;
   if (format_ == Format::kHfDir) {
-    if (std::optional<std::string> hf = hf_name_for_gguf(name))
+    if (std::optional<std::string> hf = hf_name_for_gguf(name, config_.architecture))
       return NotFound("{}: missing tensor {}", path_, *hf);
   }
   return NotFound("{}: missing tensor {}", path_, name);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,7 @@ class ModelFile {
   std::unique_ptr<Llama2cCheckpoint> llama2c_;
   std::unique_ptr<SafetensorsModel> safetensors_;
   std::map<std::string, const TensorView*, std::less<>> hf_by_gguf_name_;  // kHfDir
+  std::set<const TensorView*> not_loaded_;  // kHfDir: a Gemma 3 vision tower (not in tensors())
   GenerationConfig generation_;
   std::string tokenizer_json_;
   // replace_tensor: for each replaced tensor (the file's view), its replacement and the

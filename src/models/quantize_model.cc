@@ -46,7 +46,7 @@ Expected<std::vector<TensorPlan>> plan_model_quantization(const ModelFile& file,
   for (const TensorView* t : file.tensors()) {
     std::string name = t->name;
     if (file.format() == ModelFile::Format::kHfDir) {
-      std::optional<std::string> g = gguf_name_for_hf(t->name);
+      std::optional<std::string> g = gguf_name_for_hf(t->name, file.config().architecture);
       if (!g) continue;
       name = *g;
     }
