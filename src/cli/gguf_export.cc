@@ -66,9 +66,10 @@ Status add_hf_model_metadata(GgufWriter& w, const ModelFile& file) {
     return Unimplemented("{}: exporting a mixture-of-experts Hugging Face checkpoint to GGUF is "
                          "not supported; convert it with llama.cpp's convert_hf_to_gguf.py first",
                          file.path());
-  if (c.rope_scaling.type == RopeScalingType::kLlama3)
-    return Unimplemented("{}: llama3 rope scaling (llama.cpp's rope_freqs.weight) is not "
-                         "exported; convert with convert_hf_to_gguf.py first", file.path());
+  if (c.rope_scaling.type == RopeScalingType::kLlama3 || c.rope_scaling.type == RopeScalingType::kLongRope)
+    return Unimplemented("{}: {} rope scaling (llama.cpp's rope_freqs / rope_factors tensors) is not "
+                         "exported; convert with convert_hf_to_gguf.py first", file.path(),
+                         c.rope_scaling.type == RopeScalingType::kLlama3 ? "llama3" : "longrope");
   if (c.rope_scaling.type == RopeScalingType::kYarn &&
       (c.rope_scaling.attention_factor > 0.0f || !c.rope_scaling.truncate))
     return Unimplemented("{}: yarn rope scaling with attention_factor / mscale or truncate = "

@@ -48,6 +48,7 @@ std::string rope_scaling_name(RopeScalingType t) {
     case RopeScalingType::kLinear: return "linear";
     case RopeScalingType::kLlama3: return "llama3";
     case RopeScalingType::kYarn: return "yarn";
+    case RopeScalingType::kLongRope: return "longrope";
   }
   return "unknown";
 }
@@ -443,6 +444,12 @@ int InspectCommand::run() {
     rope += fmt::format(" (original context {}, beta {}/{}, attention factor {:.4f})",
                         c.rope_scaling.original_max_position_embeddings, c.rope_scaling.beta_fast,
                         c.rope_scaling.beta_slow, c.rope_attention_factor());
+  if (c.rope_scaling.type == RopeScalingType::kLongRope)
+    rope += fmt::format(" (original context {}, {} factors at max_position_embeddings; short ones when "
+                        "--max-model-len <= {}; attention factor {:.4f})",
+                        c.rope_scaling.original_max_position_embeddings,
+                        c.rope_scaling.use_long_factor ? "long" : "short",
+                        c.rope_scaling.original_max_position_embeddings, c.rope_attention_factor());
   if (!c.rope_freq_factors.empty())
     rope += fmt::format(", {} freq factors", c.rope_freq_factors.size());
   if (c.rope_local_base_freq > 0)

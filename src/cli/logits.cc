@@ -80,6 +80,7 @@ int LogitsCommand::run() {
   if (static_cast<int64_t>(ids->size()) > max_len)
     return fail(InvalidArgument("--token-ids: {} tokens exceed max_model_len {} (set --max-model-len to override "
                                 "the model's context length)", ids->size(), max_len));
+  opt.max_model_len = max_len;  // LongRoPE: long factors when the context exceeds the original
   auto logits = compute_prompt_logits(**file, *ids, opt);
   if (!logits.ok()) return fail(logits.status());
   const int64_t n = static_cast<int64_t>(ids->size());

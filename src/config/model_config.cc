@@ -90,6 +90,18 @@ Status ModelConfig::validate() const {
                            "low_freq_factor ({}) > 0 and original_max_position_embeddings > 0"
                            " ({})", rs.high_freq_factor, rs.low_freq_factor,
                            rs.original_max_position_embeddings);
+  if (rs.type == RopeScalingType::kLongRope) {
+    for (const std::vector<float>* f : {&rs.long_factor, &rs.short_factor}) {
+      if (static_cast<int64_t>(f->size()) != rope_dim() / 2)
+        return InvalidArgument("model config: longrope factor lists need rope_dim/2 = {} values, got {}",
+                               rope_dim() / 2, f->size());
+      for (float v : *f)
+        if (!(v > 0.0f) || !std::isfinite(v))
+          return InvalidArgument("model config: longrope factors must be finite and > 0, got {}", v);
+    }
+    if (rs.original_max_position_embeddings <= 0)
+      return InvalidArgument("model config: longrope needs original_max_position_embeddings > 0");
+  }
   if (!rope_freq_factors.empty() &&
       static_cast<int64_t>(rope_freq_factors.size()) != rope_dim() / 2)
     return InvalidArgument("model config: rope_freqs has {} factors, expected rope_dim/2 = {}",
@@ -166,10 +178,21 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
       const double keep = 1.0 - ramp;  // inv_freq_extrapolation_factor
       inv[i] = static_cast<float>(1.0 / (rs.factor * pos_freq) * (1.0 - keep) + 1.0 / pos_freq * keep);
     }
+  } else if (rs.type == RopeScalingType::kLongRope) {
+    // transformers: inv_freq = 1 / (ext_factors * base^(2i/d)), float32.
+    const std::vector<float>& ext = rs.use_long_factor ? rs.long_factor : rs.short_factor;
+    for (int32_t i = 0; i < half && i < static_cast<int32_t>(ext.size()); ++i)
+      inv[i] = 1.0f / (ext[i] * std::pow(rope_theta, static_cast<float>(2 * i) / static_cast<float>(d)));
   }
   for (size_t i = 0; i < rope_freq_factors.size() && i < inv.size(); ++i)
     inv[i] /= rope_freq_factors[i];
   return inv;
+}
+
+void ModelConfig::select_longrope(int32_t max_model_len) {
+  if (rope_scaling.type != RopeScalingType::kLongRope) return;
+  const int32_t ctx = max_model_len > 0 ? max_model_len : max_position_embeddings;
+  rope_scaling.use_long_factor = ctx > rope_scaling.original_max_position_embeddings;
 }
 
 std::vector<float> ModelConfig::rope_inv_freq_local() const {
@@ -186,6 +209,8 @@ float ModelConfig::attention_scale() const {
 }
 
 float ModelConfig::rope_attention_factor() const {
+  if (rope_scaling.type == RopeScalingType::kLongRope)
+    return rope_scaling.attention_factor > 0.0f ? rope_scaling.attention_factor : 1.0f;
   if (rope_scaling.type != RopeScalingType::kYarn) return 1.0f;
   if (rope_scaling.attention_factor > 0.0f) return rope_scaling.attention_factor;
   const double f = rope_scaling.factor;

@@ -47,6 +47,9 @@ enum class RopeScalingType {
   kYarn,    // YaRN (Peng et al. 2023, arXiv 2309.00071; transformers'
             // _compute_yarn_parameters): frequencies blended between interpolated and kept by
             // a linear ramp over the dimensions, cos and sin scaled by an attention factor
+  kLongRope,  // LongRoPE (Ding et al. 2024, arXiv 2402.13753; Phi-3 "longrope", transformers'
+              // _compute_longrope_parameters): inv_freq[i] / ext[i] with per-dimension factors,
+              // the long ones when the context exceeds original_max_position_embeddings
 };
 
 struct RopeScaling {
@@ -65,6 +68,15 @@ struct RopeScaling {
   /// DeepSeek's YaRN (modeling_deepseek.py DeepseekV2Attention): the softmax scale
   /// 1/sqrt(qk_head_dim) is also multiplied by get_mscale(factor, mscale_all_dim)^2; 0 = not.
   float mscale_all_dim = 0.0f;
+  /// longrope: per-dimension divisors of inv_freq ([rope_dim / 2] each), `long_factor` for
+  /// contexts longer than original_max_position_embeddings, `short_factor` otherwise;
+  /// attention_factor (cos/sin multiplier) is set by the loader (transformers' default
+  /// sqrt(1 + ln(s) / ln(original)), s = max_position_embeddings / original).
+  std::vector<float> long_factor, short_factor;
+  /// longrope: which list applies. Chosen once per engine from the context it serves
+  /// (select_longrope: max_model_len > original_max_position_embeddings, llama.cpp's rule by
+  /// n_ctx), so a sequence's RoPE never depends on what else is batched or on its own length.
+  bool use_long_factor = true;
 };
 
 /// What one token occupies in one layer's KV cache. K (and V, unless v_shares_k) are each
@@ -206,7 +218,10 @@ struct ModelConfig {
   /// Width of one head of attention output (o_proj input per head).
   int32_t value_head_dim() const { return is_mla() ? v_head_dim : head_dim; }
 
-  /// What RoPE's cos and sin are multiplied by: YaRN's attention factor, else 1.
+  /// LongRoPE: picks long_factor when the served context (max_model_len; 0 = max_position_embeddings)
+  /// exceeds original_max_position_embeddings, else short_factor. No effect for other scalings.
+  void select_longrope(int32_t max_model_len);
+  /// What RoPE's cos and sin are multiplied by: YaRN's or LongRoPE's attention factor, else 1.
   float rope_attention_factor() const;
   /// What the attention softmax scale is multiplied by: DeepSeek YaRN's
   /// get_mscale(factor, mscale_all_dim)^2 (get_mscale(s, m) = 0.1 m ln s + 1 for s > 1), else 1.

@@ -56,6 +56,11 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 /// |x| up to FLT_MAX gives no inf or NaN). out may alias gate or up.
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
 
+/// x[i] = cap * tanh(x[i] / cap) in place (soft-capping: Gemma 2's final_logit_softcapping,
+/// transformers' Gemma2ForCausalLM.forward); cap > 0. Vectorised (the attention kernels' tanh,
+/// a few ulp).
+void softcap_inplace(float* x, int64_t n, float cap);
+
 /// x[i] += y[i].
 void add_inplace(float* x, const float* y, int64_t n);
 

@@ -341,7 +341,7 @@ class Deepseek2Model final : public Model {
 
 Expected<std::unique_ptr<Model>> create_deepseek2_model(const ModelFile& file,
                                                         const ModelLoadOptions& options) {
-  auto model = std::make_unique<Deepseek2Model>(file.config());
+  auto model = std::make_unique<Deepseek2Model>(config_for_load(file, options));
   LLMS_RETURN_IF_ERROR(model->load(file, options));
   return std::unique_ptr<Model>(std::move(model));
 }

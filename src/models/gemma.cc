@@ -12,11 +12,6 @@
 namespace llmserve {
 namespace {
 
-/// x[i] = cap * tanh(x[i] / cap) (Gemma 2's final_logit_softcapping).
-void softcap_inplace(float* x, int64_t n, float cap) {
-  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
-}
-
 struct GemmaLayer {
   std::vector<float> attn_norm, post_attention_norm, ffn_norm, post_ffw_norm;  // [dim], 1 + w
   std::vector<float> q_norm, k_norm;  // [head_dim] (Gemma 3), or empty
@@ -181,7 +176,7 @@ class GemmaModel final : public Model {
 }  // namespace
 
 Expected<std::unique_ptr<Model>> create_gemma_model(const ModelFile& file, const ModelLoadOptions& options) {
-  auto model = std::make_unique<GemmaModel>(file.config());
+  auto model = std::make_unique<GemmaModel>(config_for_load(file, options));
   LLMS_RETURN_IF_ERROR(model->load(file, options));
   return std::unique_ptr<Model>(std::move(model));
 }

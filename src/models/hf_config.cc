@@ -164,9 +164,30 @@ Expected<RopeScaling> read_rope_scaling(const Keys& k) {
       LLMS_ASSIGN_OR_RETURN(double mall, r.number("mscale_all_dim"));
       if (m != 0 && mall != 0) rs.attention_factor = static_cast<float>(mscale(m) / mscale(mall));
     }
+  } else if (type == "longrope" || type == "su") {  // "su": Phi-3's first configs
+    rs.type = RopeScalingType::kLongRope;
+    for (auto [key, out] : {std::pair{"long_factor", &rs.long_factor}, std::pair{"short_factor", &rs.short_factor}}) {
+      if (!r.has(key) || !r.raw().at(key).is_array())
+        return InvalidArgument("{}: longrope needs \"{}\", a list of numbers", k.file(), key);
+      for (const json& v : r.raw().at(key)) {
+        if (!v.is_number()) return InvalidArgument("{}: \"{}\" must hold numbers, got {}", k.file(), key, v.dump());
+        out->push_back(v.get<float>());
+      }
+    }
+    if (r.has("attention_factor")) {
+      LLMS_ASSIGN_OR_RETURN(double af, r.number("attention_factor"));
+      if (!(af > 0) || af > 1e4)
+        return InvalidArgument("{}: rope_scaling attention_factor {} must be > 0", k.file(), af);
+      rs.attention_factor = static_cast<float>(af);
+    }
+    // factor and original_max_position_embeddings: the caller (they may sit at the top level).
+    LLMS_ASSIGN_OR_RETURN(double factor, r.number_or("factor", 0.0));
+    rs.factor = static_cast<float>(factor);
+    LLMS_ASSIGN_OR_RETURN(rs.original_max_position_embeddings, r.size_or("original_max_position_embeddings", 0));
+    return rs;
   } else {
     return Unimplemented("{}: rope_scaling type \"{}\" is not supported (supported: linear, "
-                         "llama3, yarn)", k.file(), type);
+                         "llama3, yarn, longrope)", k.file(), type);
   }
   LLMS_ASSIGN_OR_RETURN(double factor, r.number("factor"));
   rs.factor = static_cast<float>(factor);
@@ -547,6 +568,24 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
   LLMS_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(k));
   if (c.rope_scaling.type == RopeScalingType::kYarn && c.rope_scaling.original_max_position_embeddings == 0)
     c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
+  if (c.rope_scaling.type == RopeScalingType::kLongRope) {
+    // transformers' _compute_longrope_parameters: with a top-level original_max_position_embeddings
+    // (Phi-3) the factor is max_position_embeddings / it; else the original is
+    // max_position_embeddings and rope_scaling's factor is used. The attention factor defaults
+    // to sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1).
+    RopeScaling& rs = c.rope_scaling;
+    if (k.has("original_max_position_embeddings")) {
+      LLMS_ASSIGN_OR_RETURN(rs.original_max_position_embeddings, k.size("original_max_position_embeddings"));
+      rs.factor = static_cast<float>(double(c.max_position_embeddings) / rs.original_max_position_embeddings);
+    } else if (rs.original_max_position_embeddings == 0) {
+      rs.original_max_position_embeddings = c.max_position_embeddings;
+    }
+    if (!(rs.factor > 0.0f)) rs.factor = 1.0f;
+    if (rs.attention_factor == 0.0f) {
+      const double f = rs.factor, orig = rs.original_max_position_embeddings;
+      rs.attention_factor = f <= 1.0 || orig <= 1 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(f) / std::log(orig)));
+    }
+  }
   LLMS_ASSIGN_OR_RETURN(std::string act, k.string_or("hidden_act", "silu"));
   if (gemma) {
     LLMS_RETURN_IF_ERROR(read_gemma(k, c.architecture == "gemma2", c));

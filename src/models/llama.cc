@@ -102,6 +102,8 @@ class LlamaModel final : public Model {
     }
     w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
     w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
+    w.mark_used("rope_factors_long.weight");   // read into the config (LongRoPE)
+    w.mark_used("rope_factors_short.weight");
     LLMS_RETURN_IF_ERROR(w.check_all_used());
     w.log_conversions();
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);
@@ -202,7 +204,7 @@ class LlamaModel final : public Model {
 
 Expected<std::unique_ptr<Model>> create_llama_model(const ModelFile& file,
                                                     const ModelLoadOptions& options) {
-  auto model = std::make_unique<LlamaModel>(file.config());
+  auto model = std::make_unique<LlamaModel>(config_for_load(file, options));
   LLMS_RETURN_IF_ERROR(model->load(file, options));
   return std::unique_ptr<Model>(std::move(model));
 }

@@ -45,7 +45,17 @@ struct ModelLoadOptions {
   /// tensor in its file dtype, read in place from the mapping. Norm and bias vectors are
   /// float32 either way; tensors of any other (quantized) type are never converted.
   std::optional<DType> dtype;
+  /// The context the model will serve (--max-model-len; 0 = max_position_embeddings): picks
+  /// LongRoPE's long or short factors (ModelConfig::select_longrope).
+  int32_t max_model_len = 0;
 };
+
+/// file.config() with what `options` decides applied (LongRoPE's factor list).
+inline ModelConfig config_for_load(const ModelFile& file, const ModelLoadOptions& options) {
+  ModelConfig c = file.config();
+  c.select_longrope(options.max_model_len);
+  return c;
+}
 
 /// The float dtype a model's weights are in once loaded with `options`: options.dtype, else
 /// the file's (ModelConfig::weight_dtype), float32 for quantized weights

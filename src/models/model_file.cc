@@ -377,6 +377,43 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
     c.rope_scaling.type = RopeScalingType::kLinear;
     c.rope_scaling.factor = static_cast<float>(factor);
   }
+  // LongRoPE as llama.cpp's Phi-3 converter writes it: rope_factors_long / rope_factors_short
+  // tensors [rope_dim / 2], rope.scaling.attn_factor, rope.scaling.original_context_length.
+  const TensorView* long_f = g.find_tensor("rope_factors_long.weight");
+  const TensorView* short_f = g.find_tensor("rope_factors_short.weight");
+  if ((long_f == nullptr) != (short_f == nullptr))
+    return DataLoss("{}: rope_factors_long.weight and rope_factors_short.weight come together", g.path());
+  if (long_f != nullptr) {
+    if (scaling == "yarn" || c.rope_scaling.type != RopeScalingType::kNone)
+      return Unimplemented("{}: LongRoPE factors with {}rope.scaling.type {} are not supported", g.path(), pre, scaling);
+    RopeScaling& rs = c.rope_scaling;
+    rs.type = RopeScalingType::kLongRope;
+    for (auto [t, out] : {std::pair{long_f, &rs.long_factor}, std::pair{short_f, &rs.short_factor}}) {
+      if (t->shape.size() != 1 || t->shape[0] != c.rope_dim() / 2 || !is_float_dtype(t->dtype))
+        return DataLoss("{}: {} has shape [{}] and type {}, expected [{}] floats", g.path(), t->name,
+                        fmt::join(t->shape, ", "), dtype_name(t->dtype), c.rope_dim() / 2);
+      out->resize(t->shape[0]);
+      to_f32(t->data, t->dtype, t->shape[0], out->data());
+    }
+    rs.original_max_position_embeddings = c.max_position_embeddings;
+    if (has("rope.scaling.original_context_length")) {
+      LLMS_ASSIGN_OR_RETURN(rs.original_max_position_embeddings, get_i("rope.scaling.original_context_length"));
+    }
+    rs.factor = static_cast<float>(double(c.max_position_embeddings) / rs.original_max_position_embeddings);
+    const double f = rs.factor, orig = rs.original_max_position_embeddings;
+    rs.attention_factor = f <= 1.0 || orig <= 1 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(f) / std::log(orig)));
+    if (has("rope.scaling.attn_factor")) {
+      LLMS_ASSIGN_OR_RETURN(double af, g.get_float(pre + "rope.scaling.attn_factor"));
+      if (!(af > 0.0) || af > 1e4)
+        return InvalidArgument("{}: metadata {}rope.scaling.attn_factor = {} must be > 0", g.path(), pre, af);
+      rs.attention_factor = static_cast<float>(af);
+    }
+  } else if (scaling != "yarn" && has("rope.scaling.attn_factor")) {
+    LLMS_ASSIGN_OR_RETURN(double af, g.get_float(pre + "rope.scaling.attn_factor"));
+    if (af != 1.0)
+      return Unimplemented("{}: metadata {}rope.scaling.attn_factor = {} without YaRN or LongRoPE is not supported",
+                           g.path(), pre, af);
+  }
   if (arch == "gemma2" || arch == "gemma3") {
     LLMS_RETURN_IF_ERROR(read_gemma_gguf(g, pre, arch == "gemma2", c));
   }

@@ -17,7 +17,7 @@ Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
   if (opt.chunk_size < 1 || opt.block_size < 1)
     return InvalidArgument("chunk size ({}) and block size ({}) must be >= 1", opt.chunk_size,
                            opt.block_size);
-  const ModelLoadOptions load{opt.dtype};
+  const ModelLoadOptions load{opt.dtype, opt.max_model_len};
   LLMS_ASSIGN_OR_RETURN(auto model, create_model(file, load));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(opt.attention_backend));
 

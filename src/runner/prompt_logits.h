@@ -19,6 +19,8 @@ struct PromptLogitsOptions {
   int32_t chunk_size = 2048;  // tokens per forward pass
   int32_t block_size = 16;
   int32_t num_threads = 1;
+  /// The context served (0 = max_position_embeddings): LongRoPE's long / short choice.
+  int32_t max_model_len = 0;
 };
 
 /// Returns float32 logits [token_ids.size(), vocab_size], row-major. Errors: unknown backend,

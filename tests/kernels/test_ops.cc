@@ -276,5 +276,28 @@ TEST(Attention, ReferenceBackendMatchesDenseCausalSoftmax) {
     }
 }
 
+// Soft-capping against std::tanh in double: a few ulp of the cap, odd, saturating, no NaN.
+TEST(Ops, SoftcapMatchesFloat64) {
+  std::vector<float> x;
+  for (int i = -4000; i <= 4000; ++i) x.push_back(static_cast<float>(i) / 40.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX}) x.push_back(v);
+  x.push_back(0.25f);  // odd length
+  const CpuIsa native = cpu_isa();
+  for (CpuIsa isa : {native, CpuIsa::kAvx2}) {
+    set_cpu_isa_for_testing(isa);
+    for (float cap : {3.0f, 30.0f}) {
+      std::vector<float> y = x;
+      softcap_inplace(y.data(), static_cast<int64_t>(y.size()), cap);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double want = cap * std::tanh(static_cast<double>(x[i]) / cap);
+        ASSERT_FALSE(std::isnan(y[i])) << x[i];
+        EXPECT_NEAR(y[i], want, 4e-7 * cap) << x[i] << " cap " << cap;
+        EXPECT_LE(std::fabs(y[i]), cap) << x[i];
+      }
+    }
+  }
+  set_cpu_isa_for_testing(native);
+}
+
 }  // namespace
 }  // namespace llmserve

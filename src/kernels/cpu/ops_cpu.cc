@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_kernels.h"
+#include "kernels/flash/flash_kernels.h"
 #include "quant/dequantize_ref.h"
 
 namespace llmserve {
@@ -162,6 +163,19 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   const auto& kr = cpu_isa() >= CpuIsa::kAvx512 ? gemm_detail::gemm_kernels_avx512()
                                                 : gemm_detail::gemm_kernels_avx2();
   kr.gelu_tanh_mul(gate, up, out, n);
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  const auto& k = cpu_isa() >= CpuIsa::kAvx512 ? flash_detail::flash_kernels_avx512()
+                                               : flash_detail::flash_kernels_avx2();
+  constexpr int64_t kChunk = 1024;
+  float buf[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    for (int64_t i = 0; i < m; ++i) buf[i] = x[i0 + i] / cap;
+    k.tanh(buf, buf, m);
+    for (int64_t i = 0; i < m; ++i) x[i0 + i] = cap * buf[i];
+  }
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
