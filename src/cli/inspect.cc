@@ -548,7 +548,10 @@ int InspectCommand::run() {
                                   window.blocks_per_sequence,
                                   human_bytes(window.blocks_per_sequence * kv.bytes_per_block), window.sequences)});
     else if (!c.all_layers_sliding())
-      rows.push_back({"  KV per sequence", "every block is kept (full-attention layers read the whole context)"});
+      rows.push_back({"  KV per sequence",
+                      fmt::format("hybrid: the sliding layers keep at most {} block(s) while decoding, in a pool "
+                                  "of their own; the full-attention layers keep every block",
+                                  KVCacheManager::blocks_held(max_len, c.sliding_window, 1, bs))});
     else
       rows.push_back({"  KV per sequence", "every block is kept (the window is as long as the context)"});
   }

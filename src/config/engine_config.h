@@ -67,6 +67,12 @@ struct SchedulerConfig {
   /// model slides (0 otherwise). A running sequence's blocks wholly before the window of its
   /// next query then go back to the pool (KVCacheManager::free_blocks_before).
   int32_t sliding_window = 0;
+  /// Set by the engine: the model mixes full-attention and sliding-window layers (Gemma 2/3,
+  /// Qwen2 with max_window_layers). sliding_window is then the sliding layers' window, and
+  /// those layers keep their KV in a pool of their own with a block table per sequence
+  /// (Request::sliding_block_table; vLLM's hybrid KV cache manager, one group per attention
+  /// type), freed before the window; the full-attention layers keep every block.
+  bool hybrid_kv = false;
 
   Status validate() const;
 };

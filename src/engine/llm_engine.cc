@@ -52,7 +52,9 @@ class EngineCore final : public LLMEngine {
   const std::optional<std::string>& chat_template() const override { return chat_template_; }
   int32_t max_model_len() const override { return max_model_len_; }
   int64_t kv_blocks_needed(int64_t total_tokens) const override {
-    return KVCacheManager::blocks_held(total_tokens, config_.scheduler.sliding_window,
+    // Hybrid KV: the full-attention layers hold every block (the sliding pool is sized to hold
+    // max_num_seqs windows plus a step).
+    return KVCacheManager::blocks_held(total_tokens, config_.scheduler.hybrid_kv ? 0 : config_.scheduler.sliding_window,
                                        config_.scheduler.max_num_batched_tokens, config_.cache.block_size);
   }
   const std::string& served_model_name() const override { return config_.served_model_name; }
@@ -85,6 +87,7 @@ class EngineCore final : public LLMEngine {
   std::optional<std::string> chat_template_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KVCacheManager> kv_;
+  std::unique_ptr<KVCacheManager> sliding_kv_;  // hybrid KV: the sliding layers' pool
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
@@ -114,7 +117,11 @@ Status EngineCore::init(const EngineConfig& config) {
   max_model_len_ = config_.scheduler.max_model_len > 0 ? config_.scheduler.max_model_len
                                                        : mc.max_position_embeddings;
   config_.scheduler.max_model_len = max_model_len_;
-  config_.scheduler.sliding_window = mc.all_layers_sliding() ? mc.sliding_window : 0;
+  // Windows: every layer sliding frees blocks before the window in the one pool; a model mixing
+  // full and sliding layers (Gemma, Qwen2 max_window_layers) gets hybrid KV: the sliding layers
+  // in a pool of their own that frees them, the full layers keeping every block.
+  config_.scheduler.sliding_window = mc.sliding_window;
+  config_.scheduler.hybrid_kv = mc.sliding_window > 0 && !mc.all_layers_sliding();
   LLMS_RETURN_IF_ERROR(config_.scheduler.validate());
   if (max_model_len_ > mc.max_position_embeddings)
     spdlog::warn("--max-model-len {} exceeds the model's declared context length {}",
@@ -132,37 +139,66 @@ Status EngineCore::init(const EngineConfig& config) {
   const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(model_dtype(mc, load));
   config_.cache.kv_cache_dtype = kv_dtype;
   const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs, kv_dtype);
-  int64_t num_blocks = config_.cache.num_kv_blocks;
+  // Hybrid KV: bytes of one block in the full and in the sliding layers, and the most blocks the
+  // sliding pool can need: each running sequence holds its window (ceil((W - 1) / bs) + 1
+  // blocks) plus its share of one step (all of them together at most ceil(S / bs) + one per
+  // sequence), and never more than a whole max_model_len sequence.
+  int32_t n_sliding_layers = 0;
+  for (int32_t l = 0; l < mc.n_layers; ++l) n_sliding_layers += mc.layer_window(l) > 0;
+  const int64_t layer_block_bytes = block_bytes / mc.n_layers;
+  const int64_t full_block_bytes = layer_block_bytes * (mc.n_layers - n_sliding_layers);
+  const int64_t sliding_bound = [&] {
+    const int64_t per_seq = std::min<int64_t>((int64_t{mc.sliding_window} - 1 + bs - 1) / bs + 2,
+                                              (max_model_len_ + bs - 1) / bs);
+    return int64_t{config_.scheduler.max_num_seqs} * per_seq +
+           (int64_t{config_.scheduler.max_num_batched_tokens} + bs - 1) / bs;
+  }();
+  const bool hybrid = config_.scheduler.hybrid_kv;
+  int64_t num_blocks = config_.cache.num_kv_blocks, num_sliding_blocks = 0;
   if (num_blocks == 0) {
     const int64_t budget = config_.cache.kv_cache_memory_bytes > 0
                                ? config_.cache.kv_cache_memory_bytes
                                : kDefaultKvCacheMemoryBytes;
     num_blocks = std::min<int64_t>(budget / block_bytes, 1 << 30);
+    if (hybrid && sliding_bound < num_blocks) {  // the rest of the budget goes to the full layers
+      num_sliding_blocks = sliding_bound;
+      num_blocks = std::min<int64_t>((budget - sliding_bound * layer_block_bytes * n_sliding_layers) / full_block_bytes,
+                                     1 << 30);
+    }
   }
+  if (hybrid && num_sliding_blocks == 0) num_sliding_blocks = std::min(num_blocks, sliding_bound);
   if (num_blocks < 1)
     return ResourceExhausted("KV cache budget of {} bytes holds no block of {} bytes "
                              "(--block-size {})", config_.cache.kv_cache_memory_bytes,
                              block_bytes, bs);
   const int64_t phys_bytes = int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGE_SIZE);
-  if (num_blocks * block_bytes > phys_bytes || num_blocks > (int64_t{1} << 31) / bs)
+  const int64_t kv_bytes = hybrid ? num_blocks * full_block_bytes + num_sliding_blocks * layer_block_bytes * n_sliding_layers
+                                  : num_blocks * block_bytes;
+  if (kv_bytes > phys_bytes || num_blocks > (int64_t{1} << 31) / bs)
     return ResourceExhausted(
         "KV cache of {} blocks x {} bytes = {:.2f} GiB does not fit this machine's {:.2f} GiB of "
         "memory; lower --kv-cache-memory or --num-kv-blocks",
-        num_blocks, block_bytes, num_blocks * double(block_bytes) / (1 << 30),
-        double(phys_bytes) / (1 << 30));
+        num_blocks, block_bytes, double(kv_bytes) / (1 << 30), double(phys_bytes) / (1 << 30));
   config_.cache.num_kv_blocks = static_cast<int32_t>(num_blocks);
   kv_ = std::make_unique<KVCacheManager>(config_.cache.num_kv_blocks, bs,
                                          config_.cache.enable_prefix_caching);
+  if (hybrid) {
+    sliding_kv_ = std::make_unique<KVCacheManager>(static_cast<int32_t>(num_sliding_blocks), bs,
+                                                   config_.cache.enable_prefix_caching);
+    spdlog::info("hybrid KV cache: {} full-attention layers in {} blocks, {} sliding-window layers (window {}) in "
+                 "{} blocks of their own ({:.1f} MiB in all)", mc.n_layers - n_sliding_layers, num_blocks,
+                 n_sliding_layers, mc.sliding_window, num_sliding_blocks, double(kv_bytes) / (1 << 20));
+  }
   if (kv_blocks_needed(max_model_len_) > num_blocks)
     spdlog::warn("KV pool of {} blocks holds {} tokens, fewer than --max-model-len {}; "
                  "longer requests will be rejected", num_blocks, num_blocks * bs, max_model_len_);
-  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, max_model_len_, *kv_);
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, max_model_len_, *kv_, sliding_kv_.get());
 
   LLMS_ASSIGN_OR_RETURN(auto model, create_model(*model_file_, load));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(config_.attention_backend));
   LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
                                                      config_.cache.num_kv_blocks, bs, kv_dtype,
-                                                     pool_.get()));
+                                                     pool_.get(), static_cast<int32_t>(num_sliding_blocks)));
   // Weight tensors (2-D and up) per dtype, and the GEMM kernels they run on.
   std::map<std::string_view, int> by_type;
   bool any_quantized = false, any_float = false;
@@ -187,7 +223,7 @@ Status EngineCore::init(const EngineConfig& config) {
                config_.served_model_name, mc.architecture, mc.n_layers, mc.dim, mc.n_heads,
                mc.n_kv_heads, mc.attention_type(), weights,
                mc.vocab_size, max_model_len_, num_blocks,
-               bs, num_blocks * block_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
+               bs, kv_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
                config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa(),
                any_quantized ? ", quantized GEMM " : "", any_quantized ? quant_gemm_isa() : "");
   spdlog::info("{}", describe_generation_config(config_.generation_config, *model_file_,
@@ -213,7 +249,7 @@ Status EngineCore::check_request(const EngineRequest& r) const {
         max_model_len_, n + r.params.max_tokens, n, r.params.max_tokens);
   const int64_t blocks = kv_blocks_needed(n + r.params.max_tokens);
   if (blocks > kv_->num_total_blocks()) {
-    if (const int32_t w = config_.scheduler.sliding_window; w > 0)
+    if (const int32_t w = config_.scheduler.sliding_window; w > 0 && !config_.scheduler.hybrid_kv)
       return InvalidArgument(
           "the request needs up to {} blocks of {} tokens of KV cache at once (its {} tokens, or the {}-token sliding "
           "window plus a step of up to --max-num-batched-tokens {}), more than the whole pool of {} blocks",
@@ -442,6 +478,10 @@ EngineStats EngineCore::stats() const {
   s.num_waiting = scheduler_->num_waiting();
   s.num_total_blocks = kv_->num_total_blocks();
   s.num_free_blocks = kv_->num_free_blocks();
+  if (sliding_kv_) {
+    s.num_sliding_total_blocks = sliding_kv_->num_total_blocks();
+    s.num_sliding_free_blocks = sliding_kv_->num_free_blocks();
+  }
   s.kv_cache_usage = kv_->usage();
   s.num_preemptions_total = scheduler_->num_preemptions_total();
   s.kv_utilization = kv_utilization();

@@ -35,6 +35,10 @@ struct Request {
   bool use_prefix_cache = true;          // look the prompt up at admission
   std::vector<BlockHash> block_hashes;   // of the full blocks of token_ids, as far as known
   int32_t num_hashed_blocks = 0;         // leading blocks of block_table indexed by hash
+  /// Hybrid KV (a model with both full-attention and sliding-window layers): the sliding
+  /// layers' own block table, in their own pool, with null entries before the window.
+  std::vector<int32_t> sliding_block_table;
+  int32_t num_hashed_sliding_blocks = 0;
   int32_t num_cached_tokens = -1;        // prefix hit at first admission (-1: not admitted)
   std::mt19937_64 rng;               // private sampling RNG (seeded per request)
   RequestTiming timing;

@@ -113,6 +113,10 @@ struct EngineStats {
   int32_t num_waiting = 0;
   int32_t num_total_blocks = 0;
   int32_t num_free_blocks = 0;
+  /// Hybrid KV (SchedulerConfig::hybrid_kv): the sliding-window layers' own pool; 0 otherwise.
+  /// The fields above and below count the full-attention layers' pool.
+  int32_t num_sliding_total_blocks = 0;
+  int32_t num_sliding_free_blocks = 0;
   /// Fraction of KV blocks in use (vllm:kv_cache_usage_perc, 0..1).
   double kv_cache_usage = 0;
   /// Tokens stored / token slots in allocated blocks (internal fragmentation measure).

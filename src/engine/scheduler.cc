@@ -17,8 +17,29 @@ bool runs_before(const Request* a, const Request* b) {
 
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len, KVCacheManager& kv)
-    : config_(config), max_model_len_(max_model_len), kv_(kv) {}
+Scheduler::Scheduler(const SchedulerConfig& config, int32_t max_model_len, KVCacheManager& kv,
+                     KVCacheManager* sliding_kv)
+    : config_(config), max_model_len_(max_model_len), kv_(kv), sliding_kv_(config.hybrid_kv ? sliding_kv : nullptr) {
+  LLMS_CHECK(!config.hybrid_kv || (sliding_kv != nullptr && sliding_kv->block_size() == kv.block_size()),
+             "hybrid KV needs a sliding-layer pool of the same block size");
+}
+
+bool Scheduler::allocate(Request* req, int64_t num_tokens, std::span<const int32_t> hits,
+                         std::span<const int32_t> sliding_hits) {
+  const size_t before = req->block_table.size();
+  if (!kv_.allocate_slots(req->block_table, num_tokens, hits)) return false;
+  if (sliding_kv_ == nullptr || sliding_kv_->allocate_slots(req->sliding_block_table, num_tokens, sliding_hits))
+    return true;
+  kv_.shrink(req->block_table, before);  // all or nothing
+  return false;
+}
+
+void Scheduler::free_blocks(Request* req) {
+  kv_.free(req->block_table);
+  req->num_hashed_blocks = 0;
+  if (sliding_kv_ != nullptr) sliding_kv_->free(req->sliding_block_table);
+  req->num_hashed_sliding_blocks = 0;
+}
 
 void Scheduler::enqueue_waiting(Request* req, bool front) {
   req->status = RequestStatus::kWaiting;
@@ -41,6 +62,10 @@ void Scheduler::add_scheduled(SchedulerOutput& out, Request* req, int32_t num_ne
   s.num_scheduled_tokens = num_new;
   s.block_table = req->block_table.data();
   s.num_blocks = static_cast<int32_t>(req->block_table.size());
+  if (sliding_kv_ != nullptr) {
+    s.sliding_block_table = req->sliding_block_table.data();
+    s.num_sliding_blocks = static_cast<int32_t>(req->sliding_block_table.size());
+  }
   // Sample only once the whole known sequence has been computed. Prompt logprobs need the
   // logits of every prompt position, in every chunk, until the first token exists.
   if (req->params.prompt_logprobs >= 0 && req->num_output_tokens() == 0)
@@ -53,9 +78,8 @@ void Scheduler::add_scheduled(SchedulerOutput& out, Request* req, int32_t num_ne
 }
 
 void Scheduler::preempt(Request* req) {
-  kv_.free(req->block_table);  // its full blocks stay cached: recompute will hit them
+  free_blocks(req);  // its full blocks stay cached: recompute will hit them
   req->num_computed_tokens = 0;
-  req->num_hashed_blocks = 0;
   ++req->num_preemptions;
   ++num_preemptions_total_;
   last_preempted_.push_back(req->request_id);
@@ -66,7 +90,8 @@ void Scheduler::free_outside_window(Request* req) {
   // Sliding window: this step's first query (position num_computed_tokens) and every later one
   // see nothing before num_computed_tokens - window + 1.
   if (config_.sliding_window > 0)
-    kv_.free_blocks_before(req->block_table, int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
+    window_kv().free_blocks_before(sliding_kv_ ? req->sliding_block_table : req->block_table,
+                                   int64_t{req->num_computed_tokens} - config_.sliding_window + 1);
 }
 
 Request* Scheduler::pick_victim() const {
@@ -82,7 +107,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, bool& pr
     const int32_t num_new = std::min(req->num_tokens() - req->num_computed_tokens, budget);
     free_outside_window(req);
     bool scheduled = true;
-    while (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_new)) {
+    while (!allocate(req, req->num_computed_tokens + num_new, {}, {})) {
       Request* victim = pick_victim();
       const auto pos = std::find(running_.begin(), running_.end(), victim);
       // Requests before index i are already in this step's output: never take their blocks.
@@ -140,11 +165,16 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
     // longest run of cached full blocks, always computing at least its last token (whose
     // logits it needs). Requests that want prompt logprobs compute every position.
     hits_.clear();
+    sliding_hits_.clear();
     const bool lookup = req->num_computed_tokens == 0 && kv_.prefix_caching() &&
                         req->use_prefix_cache && req->params.prompt_logprobs < 0;
     if (lookup) {
       extend_block_hashes(req->token_ids, kv_.block_size(), req->cache_salt, req->block_hashes);
       kv_.find_cached_prefix(req->block_hashes, (req->num_tokens() - 1) / kv_.block_size(), hits_);
+      if (sliding_kv_ != nullptr) {  // a hit needs its blocks in both groups
+        sliding_kv_->find_cached_prefix(req->block_hashes, static_cast<int32_t>(hits_.size()), sliding_hits_);
+        hits_.resize(sliding_hits_.size());
+      }
     }
     const int32_t num_hit = static_cast<int32_t>(hits_.size()) * kv_.block_size();
     int32_t num_new = req->num_tokens() - req->num_computed_tokens - num_hit;
@@ -152,10 +182,10 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
       if (!config_.enable_chunked_prefill) break;  // whole prefills only
       num_new = budget;
     }
-    if (!kv_.allocate_slots(req->block_table, req->num_computed_tokens + num_hit + num_new, hits_))
-      break;
+    if (!allocate(req, req->num_computed_tokens + num_hit + num_new, hits_, sliding_hits_)) break;
     req->num_computed_tokens += num_hit;
     req->num_hashed_blocks = static_cast<int32_t>(hits_.size());
+    req->num_hashed_sliding_blocks = static_cast<int32_t>(sliding_hits_.size());
     free_outside_window(req);  // prefix hits wholly before the window are not read
     if (lookup) {
       prefix_cache_queries_ += req->num_tokens();
@@ -202,6 +232,13 @@ void Scheduler::cache_computed_blocks(Request* req) {
   extend_block_hashes(std::span<const int32_t>(req->token_ids).first(full * bs), bs,
                       req->cache_salt, req->block_hashes);
   kv_.cache_full_blocks(req->block_hashes, req->block_table, full, &req->num_hashed_blocks);
+  if (sliding_kv_ != nullptr) {
+    // Blocks freed before the window are null entries: index only the live ones past them.
+    int32_t first_live = 0;
+    while (first_live < full && req->sliding_block_table[first_live] == KVCacheManager::kNullBlock) ++first_live;
+    req->num_hashed_sliding_blocks = std::max(req->num_hashed_sliding_blocks, first_live);
+    sliding_kv_->cache_full_blocks(req->block_hashes, req->sliding_block_table, full, &req->num_hashed_sliding_blocks);
+  }
 }
 
 void Scheduler::finish_request(Request* req, FinishReason reason) {
@@ -210,8 +247,7 @@ void Scheduler::finish_request(Request* req, FinishReason reason) {
   } else if (req->status == RequestStatus::kWaiting) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), req));
   }
-  kv_.free(req->block_table);
-  req->num_hashed_blocks = 0;
+  free_blocks(req);
   req->status = RequestStatus::kFinished;
   req->finish_reason = reason;
   req->batch_member = false;
@@ -232,11 +268,22 @@ void Scheduler::check_invariants(const SchedulerOutput& out) const {
                need, max_model_len_);
     // Sliding window: a running sequence holds no block wholly before its window (so at most
     // ceil(window / block_size) + 1 blocks once decoding), and every block it will read is live.
+    // Hybrid KV: the same for the sliding group's table, and the full group's holds every block.
+    if (sliding_kv_ != nullptr) {
+      LLMS_CHECK(int64_t{s.num_sliding_blocks} * kv_.block_size() >= need && s.num_sliding_blocks == s.num_blocks,
+                 "request {}: sliding block table has {} blocks, the full one {}, needs {} tokens", s.request_id,
+                 s.num_sliding_blocks, s.num_blocks, need);
+      for (int32_t b = 0; b < s.num_blocks; ++b)
+        LLMS_CHECK(s.block_table[b] != KVCacheManager::kNullBlock, "request {}: full-attention block {} freed",
+                   s.request_id, b);
+    }
     if (config_.sliding_window > 0) {
       const int64_t first = s.num_computed_tokens - config_.sliding_window + 1;
-      for (int32_t b = 0; b < s.num_blocks; ++b) {
+      const int32_t* table = sliding_kv_ ? s.sliding_block_table : s.block_table;
+      const int32_t num = sliding_kv_ ? s.num_sliding_blocks : s.num_blocks;
+      for (int32_t b = 0; b < num; ++b) {
         const bool before = int64_t{b + 1} * kv_.block_size() <= first;
-        const bool freed = s.block_table[b] == KVCacheManager::kNullBlock;
+        const bool freed = table[b] == KVCacheManager::kNullBlock;
         LLMS_CHECK(before == freed, "request {}: block {} of a window starting at {} is {}", s.request_id, b, first,
                    freed ? "freed" : "still held");
       }
@@ -248,6 +295,12 @@ void Scheduler::check_invariants(const SchedulerOutput& out) const {
   for (const Request* r : running_) tables.push_back(&r->block_table);
   for (const Request* r : waiting_) tables.push_back(&r->block_table);
   kv_.check_invariants(tables);
+  if (sliding_kv_ != nullptr) {
+    std::vector<const std::vector<int32_t>*> sliding;
+    for (const Request* r : running_) sliding.push_back(&r->sliding_block_table);
+    for (const Request* r : waiting_) sliding.push_back(&r->sliding_block_table);
+    sliding_kv_->check_invariants(sliding);
+  }
   for (const Request* r : running_) {
     LLMS_CHECK(r->num_hashed_blocks <= static_cast<int32_t>(r->block_table.size()) &&
                    r->num_hashed_blocks * kv_.block_size() <= r->num_computed_tokens,

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -39,7 +40,9 @@ namespace llmserve {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, int32_t max_model_len, KVCacheManager& kv);
+  /// `sliding_kv` (config.hybrid_kv only): the sliding-window layers' pool.
+  Scheduler(const SchedulerConfig& config, int32_t max_model_len, KVCacheManager& kv,
+            KVCacheManager* sliding_kv = nullptr);
 
   /// Queues a new request (status kWaiting): at the tail (FCFS) or by (priority, arrival).
   void add_request(Request* req);
@@ -82,8 +85,9 @@ class Scheduler {
   void preempt(Request* req);
   /// The running request to preempt next (policy-dependent).
   Request* pick_victim() const;
-  /// With a sliding window in every layer, returns req's blocks wholly before its next
-  /// query's window to the pool (KVCacheManager::free_blocks_before).
+  /// With a sliding window in every layer (or in the sliding group under hybrid KV), returns
+  /// req's blocks wholly before its next query's window to the pool
+  /// (KVCacheManager::free_blocks_before).
   void free_outside_window(Request* req);
   void enqueue_waiting(Request* req, bool front);
   void schedule_running(SchedulerOutput& out, int32_t& budget, bool& preempted);
@@ -94,15 +98,24 @@ class Scheduler {
   void maybe_form_batch(double now);
   bool batch_active() const;
   void add_scheduled(SchedulerOutput& out, Request* req, int32_t num_new);
+  /// Grows req's block tables (both groups under hybrid KV) to cover num_tokens, taking
+  /// `hits` / `sliding_hits` first (only for empty tables); all or nothing.
+  bool allocate(Request* req, int64_t num_tokens, std::span<const int32_t> hits,
+                std::span<const int32_t> sliding_hits);
+  /// Releases every block req holds (both groups).
+  void free_blocks(Request* req);
+  /// The pool and table the window frees in: the sliding group's under hybrid KV, else the only one.
+  KVCacheManager& window_kv() const { return sliding_kv_ ? *sliding_kv_ : kv_; }
 
   SchedulerConfig config_;
   int32_t max_model_len_;
   KVCacheManager& kv_;
+  KVCacheManager* sliding_kv_;  // hybrid KV: the sliding layers' pool, else null
   std::vector<Request*> running_;  // admission order
   std::deque<Request*> waiting_;
   std::vector<int64_t> last_preempted_;
   int64_t num_preemptions_total_ = 0;
-  std::vector<int32_t> hits_;  // scratch: a waiting request's prefix hit
+  std::vector<int32_t> hits_, sliding_hits_;  // scratch: a waiting request's prefix hit
   int64_t prefix_cache_queries_ = 0, prefix_cache_hits_ = 0;
   int32_t last_prefix_hit_tokens_ = 0;
 };

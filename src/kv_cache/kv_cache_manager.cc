@@ -61,6 +61,13 @@ void KVCacheManager::free(std::vector<int32_t>& block_table) {
   block_table.clear();
 }
 
+void KVCacheManager::shrink(std::vector<int32_t>& block_table, size_t size) {
+  while (block_table.size() > size) {
+    if (block_table.back() != kNullBlock) pool_.release(block_table.back());
+    block_table.pop_back();
+  }
+}
+
 int32_t KVCacheManager::free_blocks_before(std::vector<int32_t>& block_table, int64_t first_needed) {
   const int64_t n = std::min<int64_t>(std::max<int64_t>(first_needed, 0) / block_size_,
                                       static_cast<int64_t>(block_table.size()));

@@ -63,6 +63,10 @@ class KVCacheManager {
   void cache_full_blocks(std::span<const BlockHash> hashes, std::span<const int32_t> block_table,
                          int32_t num_full, int32_t* num_hashed);
 
+  /// Releases the entries of `block_table` past its first `size` (in reverse) and truncates it:
+  /// undoes an allocate_slots that grew the table from `size` entries.
+  void shrink(std::vector<int32_t>& block_table, size_t size);
+
   /// Releases every block of `block_table` (in reverse, so a sequence's last blocks are the
   /// first evicted; kNullBlock entries skipped) and clears it.
   void free(std::vector<int32_t>& block_table);

@@ -100,14 +100,15 @@ class GemmaModel final : public Model {
     for (int32_t li = 0; li < cfg_.n_layers; ++li) {
       const GemmaLayer& l = layers_[li];
       const bool local = local_rope && cfg_.uses_local_rope(li);
-      const QkvEpilogue qkv_epilogue(cfg_, QkvEpilogue::Extras::of({}, l.q_norm, l.k_norm),
-                                     local ? local_cos_.data() : rope_cos_.data(),
-                                     local ? local_sin_.data() : rope_sin_.data(), b.attn.slot_mapping, kv_cache[li],
-                                     q_.data());
-      gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
       AttentionShape layer_shape = shape;
       layer_shape.window = cfg_.layer_window(li);
-      attention.forward(b.attn, layer_shape, q_.data(), kv_cache[li], att_.data(), pool);
+      const AttentionMetadata& meta = b.attn_for(layer_shape.window > 0);
+      const QkvEpilogue qkv_epilogue(cfg_, QkvEpilogue::Extras::of({}, l.q_norm, l.k_norm),
+                                     local ? local_cos_.data() : rope_cos_.data(),
+                                     local ? local_sin_.data() : rope_sin_.data(), meta.slot_mapping, kv_cache[li],
+                                     q_.data());
+      gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
+      attention.forward(meta, layer_shape, q_.data(), kv_cache[li], att_.data(), pool);
       gemm(att_.data(), T, l.wo, delta_.data(), pool);
       // h += post_attention_norm(attention out); x = ffn_norm(h).
       for (int64_t t = 0; t < T; ++t) {

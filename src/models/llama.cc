@@ -136,13 +136,14 @@ class LlamaModel final : public Model {
     for (int32_t li = 0; li < cfg_.n_layers; ++li) {
       const LayerWeights& l = layers_[li];
       // Attention block: one QKV GEMM whose epilogue applies RoPE and writes K/V to the cache.
-      const QkvEpilogue qkv_epilogue(cfg_, QkvEpilogue::Extras::of(l.b_qkv, l.q_norm, l.k_norm),
-                                     rope_cos_.data(), rope_sin_.data(), b.attn.slot_mapping,
-                                     kv_cache[li], q_.data());
-      gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
       AttentionShape layer_shape = shape;
       layer_shape.window = cfg_.layer_window(li);
-      attention.forward(b.attn, layer_shape, q_.data(), kv_cache[li], att_.data(), pool);
+      const AttentionMetadata& meta = b.attn_for(layer_shape.window > 0);
+      const QkvEpilogue qkv_epilogue(cfg_, QkvEpilogue::Extras::of(l.b_qkv, l.q_norm, l.k_norm),
+                                     rope_cos_.data(), rope_sin_.data(), meta.slot_mapping,
+                                     kv_cache[li], q_.data());
+      gemm(xn_.data(), T, l.w_qkv, qkv_.data(), pool, GemmOutput::kStore, &qkv_epilogue);
+      attention.forward(meta, layer_shape, q_.data(), kv_cache[li], att_.data(), pool);
       gemm(att_.data(), T, l.wo, delta_.data(), pool);
       // Residual add fused with the MLP's RMSNorm.
       for (int64_t t = 0; t < T; ++t)

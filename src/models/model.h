@@ -21,6 +21,13 @@ struct ForwardBatch {
   const int32_t* token_ids = nullptr;  // [num_tokens]
   const int32_t* positions = nullptr;  // [num_tokens], position of each token in its sequence
   AttentionMetadata attn;
+  /// Hybrid KV (SchedulerConfig::hybrid_kv): the sliding-window layers' metadata (their own
+  /// block tables and slot mapping into their own cache tensors); null = every layer uses attn.
+  const AttentionMetadata* attn_sliding = nullptr;
+  /// The metadata a layer uses: attn_sliding for a sliding-window layer when set, else attn.
+  const AttentionMetadata& attn_for(bool sliding_layer) const {
+    return sliding_layer && attn_sliding != nullptr ? *attn_sliding : attn;
+  }
   /// Rows (indices into the batch) whose logits are wanted, e.g. each sequence's last token.
   const int32_t* logits_indices = nullptr;  // [num_logits]
   int32_t num_logits = 0;

@@ -17,12 +17,13 @@ int64_t ModelRunner::kv_bytes_per_block(const ModelConfig& c, int32_t block_size
 
 Expected<std::unique_ptr<ModelRunner>> ModelRunner::create(
     std::unique_ptr<Model> model, std::unique_ptr<AttentionBackend> attention, int32_t num_blocks,
-    int32_t block_size, DType kv_dtype, ThreadPool* pool) {
+    int32_t block_size, DType kv_dtype, ThreadPool* pool, int32_t num_sliding_blocks) {
   if (is_quantized(kv_dtype))
     return InvalidArgument("KV cache dtype {} is not supported (f32, bf16 or f16)",
                            dtype_name(kv_dtype));
   std::unique_ptr<ModelRunner> runner(new ModelRunner(std::move(model), std::move(attention),
                                                       num_blocks, block_size, kv_dtype, pool));
+  runner->num_sliding_blocks_ = num_sliding_blocks;
   LLMS_RETURN_IF_ERROR(runner->allocate_kv_cache());
   return runner;
 }
@@ -59,9 +60,10 @@ Status ModelRunner::allocate_kv_cache() {
   const ModelConfig& c = model_->config();
   const KvCacheSpec spec = c.kv_cache_spec();
   const int num_tensors = spec.v_shares_k ? 1 : 2;  // MLA: one latent tensor per layer
-  const size_t per_layer =
-      size_t(num_blocks_) * block_size_ * size_t(spec.num_heads) * spec.head_size;
   for (int32_t l = 0; l < c.n_layers; ++l) {
+    // Hybrid KV: a sliding-window layer's tensors hold the sliding pool's blocks.
+    const int32_t blocks = num_sliding_blocks_ > 0 && c.layer_window(l) > 0 ? num_sliding_blocks_ : num_blocks_;
+    const size_t per_layer = size_t(blocks) * block_size_ * size_t(spec.num_heads) * spec.head_size;
     void* tensors[2] = {nullptr, nullptr};
     for (int kv = 0; kv < num_tensors; ++kv) {
       void* map_base = nullptr;
@@ -69,7 +71,7 @@ Status ModelRunner::allocate_kv_cache() {
       void* p = map_kv_tensor(per_layer * dtype_size(kv_dtype_), &map_base, &map_bytes);
       if (p == nullptr)
         return ResourceExhausted("cannot allocate the KV cache: {} blocks need {:.2f} GiB",
-                                 num_blocks_,
+                                 blocks,
                                  double(num_tensors) * c.n_layers * per_layer *
                                      dtype_size(kv_dtype_) / (1 << 30));
       kv_mappings_.push_back({map_base, map_bytes});
@@ -87,7 +89,14 @@ ModelRunner::~ModelRunner() {
 void ModelRunner::build_batch(const SchedulerOutput& out) {
   const int32_t num_seqs = static_cast<int32_t>(out.seqs.size());
   int32_t max_blocks = 1;
-  for (const auto& s : out.seqs) max_blocks = std::max(max_blocks, s.num_blocks);
+  bool hybrid = false;
+  for (const auto& s : out.seqs) {
+    max_blocks = std::max(max_blocks, s.num_blocks);
+    hybrid |= s.sliding_block_table != nullptr;
+  }
+  LLMS_CHECK(!hybrid || num_sliding_blocks_ > 0, "sliding block tables for a runner without a sliding pool");
+  sliding_slot_mapping_.clear();
+  sliding_block_tables_.assign(hybrid ? size_t(num_seqs) * max_blocks : 0, 0);
   token_ids_.clear();
   positions_.clear();
   slot_mapping_.clear();
@@ -104,6 +113,16 @@ void ModelRunner::build_batch(const SchedulerOutput& out) {
                "block table of request {} covers {} tokens, needs {}", s.request_id,
                int64_t{s.num_blocks} * block_size_, end);
     std::copy_n(s.block_table, s.num_blocks, &block_tables_[size_t(si) * max_blocks]);
+    if (hybrid) {
+      LLMS_CHECK(s.sliding_block_table != nullptr && s.num_sliding_blocks == s.num_blocks,
+                 "request {}: no sliding block table of {} blocks", s.request_id, s.num_blocks);
+      std::copy_n(s.sliding_block_table, s.num_sliding_blocks, &sliding_block_tables_[size_t(si) * max_blocks]);
+      for (int32_t p = s.num_computed_tokens; p < end; ++p) {
+        const int32_t id = s.sliding_block_table[p / block_size_];
+        LLMS_CHECK(id >= 0, "request {}: position {} falls in a freed sliding block", s.request_id, p);
+        sliding_slot_mapping_.push_back(int64_t{id} * block_size_ + p % block_size_);
+      }
+    }
     const int32_t first_row = static_cast<int32_t>(token_ids_.size());
     for (int32_t p = s.num_computed_tokens; p < end; ++p) {
       token_ids_.push_back(s.token_ids[p]);
@@ -135,6 +154,13 @@ void ModelRunner::build_batch(const SchedulerOutput& out) {
   a.max_blocks_per_seq = max_blocks;
   a.slot_mapping = slot_mapping_.data();
   a.block_size = block_size_;
+  batch_.attn_sliding = nullptr;
+  if (hybrid) {
+    sliding_attn_ = a;
+    sliding_attn_.block_tables = sliding_block_tables_.data();
+    sliding_attn_.slot_mapping = sliding_slot_mapping_.data();
+    batch_.attn_sliding = &sliding_attn_;
+  }
 }
 
 const StepLogits& ModelRunner::execute(const SchedulerOutput& out) {

@@ -30,11 +30,14 @@ class ModelRunner {
   /// Allocates the KV cache: per layer K and V of [num_blocks, block_size, spec.num_heads,
   /// spec.head_size] (ModelConfig::kv_cache_spec; MLA: one latent tensor, v == k) in kv_dtype, each an anonymous 2 MiB-aligned mapping (transparent huge pages
   /// requested; zero pages are committed lazily, so untouched blocks cost no RSS).
+  /// Hybrid KV (num_sliding_blocks > 0): the sliding-window layers' tensors hold
+  /// num_sliding_blocks blocks instead, addressed by ScheduledSequence::sliding_block_table.
   /// Errors: ResourceExhausted when the allocation fails (naming the bytes).
   static Expected<std::unique_ptr<ModelRunner>> create(std::unique_ptr<Model> model,
                                                        std::unique_ptr<AttentionBackend> attention,
                                                        int32_t num_blocks, int32_t block_size,
-                                                       DType kv_dtype, ThreadPool* pool);
+                                                       DType kv_dtype, ThreadPool* pool,
+                                                       int32_t num_sliding_blocks = 0);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -57,6 +60,7 @@ class ModelRunner {
   std::unique_ptr<Model> model_;
   std::unique_ptr<AttentionBackend> attention_;
   int32_t num_blocks_, block_size_;
+  int32_t num_sliding_blocks_ = 0;  // hybrid KV: the sliding layers' pool, else 0
   DType kv_dtype_;
   ThreadPool* pool_;
   std::vector<std::pair<void*, size_t>> kv_mappings_;  // mmap regions to unmap
@@ -64,6 +68,9 @@ class ModelRunner {
   // Batch arrays, reused across steps.
   std::vector<int32_t> token_ids_, positions_, query_start_loc_, seq_lens_, block_tables_;
   std::vector<int64_t> slot_mapping_;
+  std::vector<int32_t> sliding_block_tables_;  // hybrid KV: the sliding layers' tables
+  std::vector<int64_t> sliding_slot_mapping_;
+  AttentionMetadata sliding_attn_;
   std::vector<int32_t> logits_indices_;
   std::vector<float> logits_;
   ForwardBatch batch_;

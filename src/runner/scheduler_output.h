@@ -20,6 +20,10 @@ struct ScheduledSequence {
   int32_t num_scheduled_tokens = 0;    // tokens to compute now: [computed, computed + sched)
   const int32_t* block_table = nullptr;  // covers num_computed + num_scheduled tokens
   int32_t num_blocks = 0;
+  /// Hybrid KV: the sliding-window layers' block table (same length rules; null entries,
+  /// KVCacheManager::kNullBlock, before the window), or null when every layer uses block_table.
+  const int32_t* sliding_block_table = nullptr;
+  int32_t num_sliding_blocks = 0;
   LogitsMode logits_mode = LogitsMode::kNone;
 };
 

@@ -235,7 +235,7 @@ std::optional<ApiError> OpenAIServing::finish_params(const GenerationOptions& op
                                      "more than the whole pool of {} blocks ({} in the prompt, "
                                      "{} for max_tokens)",
                                      n + params->max_tokens, need, block_size,
-                                     e.config().scheduler.sliding_window > 0
+                                     e.config().scheduler.sliding_window > 0 && !e.config().scheduler.hybrid_kv
                                          ? ": the sliding window plus one step of up to --max-num-batched-tokens"
                                          : "",
                                      pool_blocks, n, params->max_tokens),

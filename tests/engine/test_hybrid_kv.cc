@@ -1,0 +1,152 @@
+// Hybrid KV cache (SchedulerConfig::hybrid_kv; vLLM's hybrid KV cache manager with one group per
+// attention type): a model mixing full-attention and sliding-window layers keeps the sliding
+// layers' K/V in a pool of their own, each sequence with a second block table whose blocks
+// before the window return to that pool, while the full-attention layers keep every block.
+// Checked on tests/models/data/gemma2-tiny (window 40 in layers 0 and 2 of 4) and gemma3-tiny
+// (window 16 in layers 0-4 of 6; NumPy references beside them, tests/models/test_gemma.cc):
+// every step's invariants (both pools' reference counts, no sliding block before the window
+// held, every full block held), a decoding sequence holds at most ceil(window / block_size) + 1
+// sliding blocks, the sliding pool is sized to the windows (smaller than the full pool), and
+// the greedy tokens are exactly the argmax of the logits computed with one pool and no freeing,
+// with prefix caching on and off, chunked prefill and preemption.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/llm_engine.h"
+#include "runner/prompt_logits.h"
+
+namespace llmserve {
+namespace {
+
+const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/";
+
+std::vector<int32_t> long_sequence() {
+  std::ifstream in(std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/sequences.json");
+  return nlohmann::json::parse(in)["long"].get<std::vector<int32_t>>();
+}
+
+struct EngineRun {
+  std::vector<std::vector<int32_t>> outputs;
+  int32_t max_sliding_per_decoding_seq = 0;
+  int32_t sliding_total = 0, full_total = 0;
+  int64_t preemptions = 0, prefix_hits = 0;
+};
+
+/// `n` greedy requests of `prompt_len` tokens of `long` (request r starts at token 2r),
+/// `gen` tokens each, blocks of 16, `blocks` full-attention blocks (0 = sized by memory).
+EngineRun run_engine(const std::string& model, int32_t n, int32_t prompt_len, int32_t gen, int32_t blocks,
+               bool prefix_caching, int32_t batched) {
+  EngineConfig c;
+  c.model_path = model;
+  c.num_threads = 2;
+  c.cache.block_size = 16;
+  c.cache.num_kv_blocks = blocks;
+  c.cache.kv_cache_memory_bytes = 4 << 20;
+  c.cache.enable_prefix_caching = prefix_caching;
+  c.cache.kv_cache_dtype = DType::kF32;
+  c.scheduler.max_num_seqs = 4;
+  c.scheduler.max_num_batched_tokens = batched;
+  c.scheduler.max_model_len = 512;
+  c.scheduler.check_invariants = true;
+  auto e = LLMEngine::create(c);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  EngineRun run;
+  if (!e.ok()) return run;
+  EXPECT_TRUE((*e)->config().scheduler.hybrid_kv);
+  const auto ids = long_sequence();
+  run.outputs.resize(n);
+  for (int32_t r = 0; r < n; ++r) {
+    EngineRequest req;
+    req.prompt_token_ids.assign(ids.begin() + 2 * r, ids.begin() + 2 * r + prompt_len);
+    req.params.temperature = 0;
+    req.params.max_tokens = gen;
+    req.params.ignore_eos = true;
+    EXPECT_TRUE((*e)->add_request(r, std::move(req)).ok());
+  }
+  while ((*e)->has_unfinished_requests()) {
+    for (const RequestOutput& o : (*e)->step())
+      run.outputs[o.request_id].insert(run.outputs[o.request_id].end(), o.new_token_ids.begin(),
+                                       o.new_token_ids.end());
+    const auto st = (*e)->stats();
+    if ((*e)->last_step().num_prefill_tokens == 0 && st.num_running > 0)
+      run.max_sliding_per_decoding_seq =
+          std::max(run.max_sliding_per_decoding_seq,
+                   (st.num_sliding_total_blocks - st.num_sliding_free_blocks) / st.num_running);
+  }
+  const auto st = (*e)->stats();
+  run.sliding_total = st.num_sliding_total_blocks;
+  run.full_total = st.num_total_blocks;
+  run.preemptions = st.num_preemptions_total;
+  run.prefix_hits = st.prefix_cache_hits_total;
+  return run;
+}
+
+/// The greedy continuation must be what one pool without freeing (compute_prompt_logits) picks.
+void expect_greedy_matches_reference(const std::string& model, const std::vector<int32_t>& prompt,
+                                     const std::vector<int32_t>& out) {
+  auto file = ModelFile::open(model);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), out.begin(), out.end());
+  PromptLogitsOptions opt;
+  opt.kv_cache_dtype = DType::kF32;
+  opt.num_threads = 2;
+  auto logits = compute_prompt_logits(**file, all, opt);
+  ASSERT_TRUE(logits.ok()) << logits.status().message();
+  const int64_t vocab = (*file)->config().vocab_size;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float* row = logits->data() + (prompt.size() - 1 + i) * vocab;
+    const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+    ASSERT_EQ(out[i], best) << model << ": generated token " << i << " (position " << prompt.size() + i << ")";
+  }
+}
+
+struct Model {
+  const char* path;
+  int32_t window;
+};
+constexpr Model kModels[] = {{"gemma2-tiny/model.gguf", 40}, {"gemma3-tiny/model.gguf", 16}};
+
+TEST(HybridKv, SlidingLayersHoldWindowSizedKv) {
+  const auto ids = long_sequence();
+  for (const Model& m : kModels) {
+    const std::string path = kData + m.path;
+    // 90 prompt + 60 generated tokens, one at a time after a 24-token-chunked prefill.
+    const EngineRun run = run_engine(path, 1, 90, 60, 0, false, 24);
+    ASSERT_EQ(run.outputs[0].size(), 60u) << m.path;
+    std::printf("%s: sliding pool %d blocks, full pool %d; sliding blocks per decoding sequence <= %d\n", m.path,
+                run.sliding_total, run.full_total, run.max_sliding_per_decoding_seq);
+    EXPECT_LE(run.max_sliding_per_decoding_seq, (m.window + 15) / 16 + 1) << m.path;
+    EXPECT_GT(run.max_sliding_per_decoding_seq, 0) << m.path;
+    EXPECT_LT(run.sliding_total, run.full_total) << m.path;  // the budget went to the full layers
+    expect_greedy_matches_reference(path, {ids.begin(), ids.begin() + 90}, run.outputs[0]);
+  }
+}
+
+TEST(HybridKv, ChunkedPrefillPrefixCachingAndPreemption) {
+  // Four sequences sharing most of their prompts, 24-token steps, 12 full-attention blocks (too
+  // few for all four at once: preemption), prefix caching on and off: the reference tokens.
+  const auto ids = long_sequence();
+  for (const Model& m : kModels) {
+    const std::string path = kData + m.path;
+    for (bool caching : {false, true}) {
+      SCOPED_TRACE(std::string(m.path) + (caching ? " prefix caching" : " no prefix caching"));
+      const EngineRun run = run_engine(path, 4, 90, 40, 12, caching, 24);
+      std::printf("%s caching %d: preemptions %lld, prefix hits %lld tokens\n", m.path, caching,
+                  static_cast<long long>(run.preemptions), static_cast<long long>(run.prefix_hits));
+      EXPECT_GT(run.preemptions, 0);
+      for (int32_t r = 0; r < 4; ++r) {
+        ASSERT_EQ(run.outputs[r].size(), 40u) << r;
+        expect_greedy_matches_reference(path, {ids.begin() + 2 * r, ids.begin() + 2 * r + 90}, run.outputs[r]);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmserve
