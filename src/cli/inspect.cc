@@ -344,6 +344,14 @@ int InspectCommand::run() {
       scaling["beta_slow"] = c.rope_scaling.beta_slow;
       scaling["attention_factor"] = c.rope_attention_factor();
     }
+    if (c.rope_scaling.type == RopeScalingType::kLongRope) {
+      ModelConfig served = c;
+      served.select_longrope(static_cast<int32_t>(max_len));
+      scaling["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+      scaling["attention_factor"] = c.rope_attention_factor();
+      scaling["factors_used"] = served.rope_scaling.use_long_factor ? "long" : "short";
+      scaling["for_max_model_len"] = max_len;
+    }
     j["rope"] = {{"theta", c.rope_theta},
                  {"style", rope_style_name(c.rope_style)},
                  {"dim", c.rope_dim()},
@@ -444,12 +452,14 @@ int InspectCommand::run() {
     rope += fmt::format(" (original context {}, beta {}/{}, attention factor {:.4f})",
                         c.rope_scaling.original_max_position_embeddings, c.rope_scaling.beta_fast,
                         c.rope_scaling.beta_slow, c.rope_attention_factor());
-  if (c.rope_scaling.type == RopeScalingType::kLongRope)
-    rope += fmt::format(" (original context {}, {} factors at max_position_embeddings; short ones when "
-                        "--max-model-len <= {}; attention factor {:.4f})",
-                        c.rope_scaling.original_max_position_embeddings,
-                        c.rope_scaling.use_long_factor ? "long" : "short",
+  if (c.rope_scaling.type == RopeScalingType::kLongRope) {
+    ModelConfig served = c;
+    served.select_longrope(static_cast<int32_t>(max_len));
+    rope += fmt::format(" ({} factors for max_model_len {}: long when it exceeds the original context {}; attention "
+                        "factor {:.4f})",
+                        served.rope_scaling.use_long_factor ? "long" : "short", max_len,
                         c.rope_scaling.original_max_position_embeddings, c.rope_attention_factor());
+  }
   if (!c.rope_freq_factors.empty())
     rope += fmt::format(", {} freq factors", c.rope_freq_factors.size());
   if (c.rope_local_base_freq > 0)

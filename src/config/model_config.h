@@ -159,6 +159,9 @@ struct ModelConfig {
   /// 0 = every layer uses rope_theta and rope_scaling.
   float rope_local_base_freq = 0.0f;
   /// Whether layer `layer` uses the local RoPE (rope_inv_freq_local) instead of rope_inv_freq.
+  /// A Gemma3ForConditionalGeneration checkpoint: its vision tower's tensors are present but not
+  /// loaded (the text model is served); any such tensor elsewhere is an unsupported feature.
+  bool vision_tower_not_loaded = false;
   bool uses_local_rope(int32_t layer) const { return rope_local_base_freq > 0 && layer_window(layer) > 0; }
 
   // Mixture of experts in every layer's MLP (Qwen3-MoE; Fedus et al. 2021, "Switch

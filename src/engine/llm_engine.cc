@@ -226,6 +226,14 @@ Status EngineCore::init(const EngineConfig& config) {
                bs, kv_bytes / 1048576.0, dtype_name(kv_dtype), config_.num_threads,
                config_.num_threads == 1 ? "" : "s", config_.attention_backend, gemm_isa(),
                any_quantized ? ", quantized GEMM " : "", any_quantized ? quant_gemm_isa() : "");
+  if (mc.rope_scaling.type == RopeScalingType::kLongRope) {
+    ModelConfig served = mc;
+    served.select_longrope(max_model_len_);
+    spdlog::info("LongRoPE: {} factors (max_model_len {} {} the original context {})",
+                 served.rope_scaling.use_long_factor ? "long" : "short", max_model_len_,
+                 served.rope_scaling.use_long_factor ? "exceeds" : "is within",
+                 mc.rope_scaling.original_max_position_embeddings);
+  }
   spdlog::info("{}", describe_generation_config(config_.generation_config, *model_file_,
                                                 generation_));
   return Status::Ok();

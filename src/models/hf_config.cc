@@ -462,7 +462,8 @@ static Status read_gemma(const Keys& k, bool gemma2, ModelConfig& c) {
       LLMS_ASSIGN_OR_RETURN(v, k.number(key));
     }
     if (!(v >= 0.0) || v > 1e9)
-      return InvalidArgument("{}: \"{}\" = {} must be null or positive", path, key, v);
+      return InvalidArgument("{}: \"{}\" = {} is out of range (null or 0 = off for the caps; positive up to 1e9)",
+                             path, key, v);
     *out = static_cast<float>(v);
     return Status::Ok();
   };
@@ -475,9 +476,10 @@ static Status read_gemma(const Keys& k, bool gemma2, ModelConfig& c) {
     LLMS_RETURN_IF_ERROR(number_or_null("rope_local_base_freq", 10000.0, &c.rope_local_base_freq));
     if (c.rope_local_base_freq == 0.0f)
       return InvalidArgument("{}: \"rope_local_base_freq\" must be positive", path);
-    if (k.has("rope_parameters"))
-      return Unimplemented("{}: \"rope_parameters\" (per-layer-type RoPE) is not supported; use "
-                           "rope_theta / rope_local_base_freq / rope_scaling", path);
+    LLMS_ASSIGN_OR_RETURN(bool bidirectional, k.boolean_or("use_bidirectional_attention", false));
+    if (bidirectional)
+      return Unimplemented("{}: use_bidirectional_attention = true (an embedding model without the causal mask) is "
+                           "not supported", path);
   }
   return Status::Ok();
 }
@@ -498,10 +500,55 @@ static Expected<json> gemma3_text_config(const json& top, const std::string& pat
   return t;
 }
 
+/// transformers 5 spells rope_theta + rope_scaling (+ partial_rotary_factor) as one
+/// "rope_parameters" object, per layer type for Gemma 3 ({"full_attention": {...},
+/// "sliding_attention": {...}}, the latter's rope_theta being rope_local_base_freq). Rewrites `j`
+/// into the transformers 4 keys the reader knows; a config giving both spellings is refused.
+static Status normalize_rope_parameters(json& j, const std::string& path) {
+  const json rp = j.at("rope_parameters");
+  j.erase("rope_parameters");
+  if (!rp.is_object()) return InvalidArgument("{}: \"rope_parameters\" must be an object", path);
+  auto flat = [&](const json& p, const char* theta_key, bool scaling_allowed) -> Status {
+    if (!p.is_object()) return InvalidArgument("{}: \"rope_parameters\" entries must be objects", path);
+    json scaling = p;
+    for (const char* key : {"rope_theta", "partial_rotary_factor"}) {
+      if (!p.contains(key)) continue;
+      const char* to = std::string_view(key) == "rope_theta" ? theta_key : key;
+      if (j.contains(to) && !j.at(to).is_null() && j.at(to) != p.at(key))
+        return InvalidArgument("{}: \"{}\" and rope_parameters' {} disagree", path, to, key);
+      j[to] = p.at(key);
+      scaling.erase(key);
+    }
+    const std::string type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+    if (type == "default" && scaling.size() <= 1) return Status::Ok();
+    if (!scaling_allowed)
+      return Unimplemented("{}: rope_parameters sliding_attention rope_type \"{}\" is not supported (default only)",
+                           path, type);
+    if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null() && j.at("rope_scaling") != scaling)
+      return InvalidArgument("{}: both \"rope_scaling\" and \"rope_parameters\" are given and disagree", path);
+    j["rope_scaling"] = scaling;
+    return Status::Ok();
+  };
+  if (rp.contains("full_attention") || rp.contains("sliding_attention")) {
+    if (j.value("model_type", std::string()) != "gemma3_text")
+      return Unimplemented("{}: per-layer-type rope_parameters are supported for Gemma 3 only", path);
+    for (const auto& [key, v] : rp.items())
+      if (key != "full_attention" && key != "sliding_attention")
+        return Unimplemented("{}: rope_parameters entry \"{}\" is not supported (full_attention, "
+                             "sliding_attention)", path, key);
+    if (rp.contains("full_attention")) LLMS_RETURN_IF_ERROR(flat(rp.at("full_attention"), "rope_theta", true));
+    if (rp.contains("sliding_attention"))
+      LLMS_RETURN_IF_ERROR(flat(rp.at("sliding_attention"), "rope_local_base_freq", false));
+    return Status::Ok();
+  }
+  return flat(rp, "rope_theta", true);
+}
+
 Expected<ModelConfig> read_hf_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   LLMS_ASSIGN_OR_RETURN(json top, read_json_file(path));
   json j = std::move(top);
+  bool multimodal = false;
   {
     const Keys t(j, path);
     LLMS_ASSIGN_OR_RETURN(std::string type, t.string_or("model_type", ""));
@@ -510,6 +557,10 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
       conditional = j.at("architectures")[0] == "Gemma3ForConditionalGeneration";
     if (type == "gemma3" || (type.empty() && conditional)) {
       LLMS_ASSIGN_OR_RETURN(j, gemma3_text_config(j, path));
+      multimodal = true;
+    }
+    if (j.contains("rope_parameters") && !j.at("rope_parameters").is_null()) {
+      LLMS_RETURN_IF_ERROR(normalize_rope_parameters(j, path));
     }
   }
   const Keys k(j, path);
@@ -540,6 +591,7 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
 
   ModelConfig c;
   c.architecture = info->arch;
+  c.vision_tower_not_loaded = multimodal;
   if (c.architecture == "gemma2" || c.architecture == "gemma3") {
     // Gemma2Config / Gemma3TextConfig defaults (a multimodal Gemma 3's text_config gives only
     // the keys that differ): the 2B/1B-class shape.
@@ -574,16 +626,28 @@ Expected<ModelConfig> read_hf_config(const std::string& dir) {
     // max_position_embeddings and rope_scaling's factor is used. The attention factor defaults
     // to sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1).
     RopeScaling& rs = c.rope_scaling;
+    // (transformers 5 moves the original context into rope_parameters: the same meaning.)
     if (k.has("original_max_position_embeddings")) {
-      LLMS_ASSIGN_OR_RETURN(rs.original_max_position_embeddings, k.size("original_max_position_embeddings"));
-      rs.factor = static_cast<float>(double(c.max_position_embeddings) / rs.original_max_position_embeddings);
-    } else if (rs.original_max_position_embeddings == 0) {
-      rs.original_max_position_embeddings = c.max_position_embeddings;
+      LLMS_ASSIGN_OR_RETURN(int32_t orig, k.size("original_max_position_embeddings"));
+      if (rs.original_max_position_embeddings != 0 && rs.original_max_position_embeddings != orig)
+        return InvalidArgument("{}: original_max_position_embeddings {} and rope_scaling's {} disagree", path, orig,
+                               rs.original_max_position_embeddings);
+      rs.original_max_position_embeddings = orig;
     }
-    if (!(rs.factor > 0.0f)) rs.factor = 1.0f;
+    if (rs.original_max_position_embeddings != 0) {
+      rs.factor = static_cast<float>(double(c.max_position_embeddings) / rs.original_max_position_embeddings);
+    } else {
+      rs.original_max_position_embeddings = c.max_position_embeddings;
+      if (rs.factor < 0.0f || !std::isfinite(rs.factor))
+        return InvalidArgument("{}: rope_scaling factor {} must be positive", path, rs.factor);
+      if (rs.factor == 0.0f) rs.factor = 1.0f;
+    }
     if (rs.attention_factor == 0.0f) {
       const double f = rs.factor, orig = rs.original_max_position_embeddings;
-      rs.attention_factor = f <= 1.0 || orig <= 1 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(f) / std::log(orig)));
+      if (f > 1.0 && orig <= 1)
+        return InvalidArgument("{}: longrope with an original context of {} needs an explicit attention_factor "
+                               "(sqrt(1 + ln(factor) / ln(original)) divides by 0)", path, orig);
+      rs.attention_factor = f <= 1.0 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(f) / std::log(orig)));
     }
   }
   LLMS_ASSIGN_OR_RETURN(std::string act, k.string_or("hidden_act", "silu"));

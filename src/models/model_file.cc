@@ -138,6 +138,10 @@ Status read_gemma_gguf(const GgufFile& g, const std::string& pre, bool gemma2, M
       for (int32_t l = 0; l < c.n_layers; ++l)  // llama_hparams::set_swa_pattern
         c.sliding_layers[l] = period == 0 || l % period < period - 1;
     }
+    if (std::none_of(c.sliding_layers.begin(), c.sliding_layers.end(), [](uint8_t s) { return s != 0; })) {
+      c.sliding_window = 0;  // a period of 1: no layer slides
+      c.sliding_layers.clear();
+    }
   } else if (has("attention.sliding_window_pattern")) {
     return InvalidArgument("{}: metadata {}attention.sliding_window_pattern is set but there is no sliding "
                            "window", g.path(), pre);
@@ -158,6 +162,8 @@ Status read_gemma_gguf(const GgufFile& g, const std::string& pre, bool gemma2, M
   LLMS_RETURN_IF_ERROR(get_cap("final_logit_softcapping", gemma2 ? 30.0f : 0.0f, &c.final_logit_softcapping));
   float local_base = gemma2 ? c.rope_theta : 10000.0f;
   LLMS_RETURN_IF_ERROR(get_cap("rope.freq_base_swa", local_base, &local_base));
+  if (!(local_base > 0.0f) || !std::isfinite(local_base))
+    return InvalidArgument("{}: metadata {}rope.freq_base_swa = {} must be positive", g.path(), pre, local_base);
   // gemma2: llama.cpp keeps the global RoPE scaling on the sliding layers too; a separate local
   // base only matters when the file gives one.
   if (!gemma2 || local_base != c.rope_theta) c.rope_local_base_freq = local_base;
@@ -384,6 +390,9 @@ Expected<ModelConfig> config_from_gguf(const GgufFile& g) {
   if ((long_f == nullptr) != (short_f == nullptr))
     return DataLoss("{}: rope_factors_long.weight and rope_factors_short.weight come together", g.path());
   if (long_f != nullptr) {
+    if (g.find_tensor("rope_freqs.weight") != nullptr)
+      return Unimplemented("{}: rope_freqs.weight together with LongRoPE's rope_factors_long/short is not supported",
+                           g.path());
     if (scaling == "yarn" || c.rope_scaling.type != RopeScalingType::kNone)
       return Unimplemented("{}: LongRoPE factors with {}rope.scaling.type {} are not supported", g.path(), pre, scaling);
     RopeScaling& rs = c.rope_scaling;
@@ -558,7 +567,7 @@ Status ModelFile::open_hf_dir() {
   for (const std::string& n : unused) {
     // Buffers some exporters save; everything else unknown means an unsupported feature.
     if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;
-    if (config_.architecture == "gemma3" && is_gemma3_vision_tensor(n)) {
+    if (config_.vision_tower_not_loaded && is_gemma3_vision_tensor(n)) {
       ++vision_tensors;
       not_loaded_.insert(safetensors_->find_tensor(n));
       continue;

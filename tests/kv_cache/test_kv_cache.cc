@@ -85,6 +85,25 @@ TEST(KVCacheManager, FreesBlocksBeforeTheWindow) {
   EXPECT_EQ(kv.free_blocks_before(t, -5), 0);
 }
 
+// shrink undoes a growth: the blocks past the kept entries return to the pool, the rest stay.
+TEST(KVCacheManager, ShrinkUndoesAnAllocation) {
+  KVCacheManager kv(6, 4);
+  std::vector<int32_t> t;
+  ASSERT_TRUE(kv.allocate_slots(t, 8));  // 2 blocks
+  const std::vector<int32_t> kept = t;
+  ASSERT_TRUE(kv.allocate_slots(t, 20));  // 5 blocks
+  EXPECT_EQ(kv.num_free_blocks(), 1);
+  kv.shrink(t, kept.size());
+  EXPECT_EQ(t, kept);
+  EXPECT_EQ(kv.num_free_blocks(), 4);
+  kv.shrink(t, 5);  // no-op past the end
+  EXPECT_EQ(t.size(), 2u);
+  const std::vector<const std::vector<int32_t>*> tables = {&t};
+  kv.check_invariants(tables);
+  kv.free(t);
+  EXPECT_EQ(kv.num_free_blocks(), 6);
+}
+
 TEST(KVCacheManager, BlocksForTokens) {
   KVCacheManager kv(4, 16);
   EXPECT_EQ(kv.blocks_for_tokens(0), 0);

@@ -179,11 +179,64 @@ TEST(Gemma, MultimodalCheckpointServesTheTextModel) {
     ASSERT_TRUE(got.ok()) << got.status().message();
     EXPECT_EQ(*got, *want) << prefix;
   }
+  // The same tensors under a text-only Gemma3ForCausalLM config: the vision tensor is refused.
+  std::filesystem::copy_file(kData + "gemma3-tiny/hf/config.json", tmp + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto text_only = ModelFile::open(tmp);
+  ASSERT_FALSE(text_only.ok());
+  EXPECT_NE(text_only.status().message().find("vision_tower"), std::string::npos) << text_only.status().message();
   // Without text_config it is refused with one line naming the key.
   std::ofstream(tmp + "/config.json") << R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"})";
   auto bad = ModelFile::open(tmp);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("text_config"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(tmp);
+}
+
+/// gemma3-tiny/hf with its config.json edited by `edit` (the weights linked), in `dir`.
+template <typename Edit>
+std::string edited_gemma3(const std::string& dir, Edit edit) {
+  namespace fs = std::filesystem;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream cin(kData + "gemma3-tiny/hf/config.json");
+  nlohmann::json j = nlohmann::json::parse(cin);
+  edit(j);
+  std::ofstream(dir + "/config.json") << j.dump(2);
+  fs::create_symlink(kData + "gemma3-tiny/hf/model.safetensors", dir + "/model.safetensors");
+  return dir;
+}
+
+// transformers 5's rope_parameters (per layer type for Gemma 3) mean the same RoPE.
+TEST(Gemma, RopeParametersAsTransformers5WritesThem) {
+  const auto ids = testing::tiny_sequence("short");
+  auto want = testing::tiny_logits(kData + "gemma3-tiny/hf", ids, 2048, 16, "flash");
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  const std::string tmp = (std::filesystem::temp_directory_path() / "llmserve_gemma3_rp").string();
+  const std::string dir = edited_gemma3(tmp, [](nlohmann::json& j) {
+    j["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+    j.erase("rope_scaling");
+    j.erase("rope_theta");
+    j.erase("rope_local_base_freq");
+  });
+  auto got = testing::tiny_logits(dir, ids, 2048, 16, "flash");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, *want);
+  // Refused, naming the key: a scaled sliding RoPE, bidirectional attention, a vision tensor in
+  // a text-only checkpoint is covered by the multimodal test's near misses.
+  for (auto edit : {+[](nlohmann::json& j) {
+                      j["rope_parameters"] = {{"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+                    },
+                    +[](nlohmann::json& j) { j["use_bidirectional_attention"] = true; },
+                    +[](nlohmann::json& j) { j["rope_parameters"] = {{"rope_theta", 5.0}}; }}) {
+    auto bad = ModelFile::open(edited_gemma3(tmp, edit));
+    if (bad.ok()) {  // rope_theta 5 disagrees with the config's 1e6: must not load either
+      ADD_FAILURE() << "accepted";
+      continue;
+    }
+    std::printf("refused: %s\n", bad.status().message().c_str());
+  }
   std::filesystem::remove_all(tmp);
 }
 

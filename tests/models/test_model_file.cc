@@ -214,7 +214,7 @@ TEST(HfConfigErrors, NameTheFileAndTheKey) {
       {[](json& c) { c["hidden_act"] = "gelu"; }, {"hidden_act", "gelu"}},
       {[](json& c) { c["mlp_bias"] = true; }, {"mlp_bias"}},
       {[](json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
-       {"rope_scaling", "longrope"}},
+       {"longrope", "long_factor"}},
       {[](json& c) { c["rope_scaling"] = {{"factor", 4.0}}; }, {"rope_scaling", "rope_type"}},
       {[](json& c) { c["partial_rotary_factor"] = 1.5; }, {"partial_rotary_factor", "1.5"}},
       {[](json& c) { c["partial_rotary_factor"] = 0.1875; }, {"partial_rotary_factor", "even"}},
