@@ -91,13 +91,10 @@ class Deepseek2Model final : public Model {
                            cfg_.sliding_window);
     WeightLoader w(file, options.dtype);
     const int64_t dim = cfg_.dim, q_dim = H_ * qk_;
-    LLMS_ASSIGN_OR_RETURN(embedding_, w.matrix("token_embd.weight", cfg_.vocab_size, dim));
-    LLMS_ASSIGN_OR_RETURN(final_norm_, w.vector("output_norm.weight", dim));
-    if (cfg_.tie_word_embeddings) {
-      classifier_ = embedding_;
-    } else {
-      LLMS_ASSIGN_OR_RETURN(classifier_, w.matrix("output.weight", cfg_.vocab_size, dim));
-    }
+    LLMS_ASSIGN_OR_RETURN(EmbeddingAndHead ends, load_embedding_and_head(w, cfg_));
+    embedding_ = ends.embedding;
+    classifier_ = ends.classifier;
+    final_norm_ = std::move(ends.final_norm);
     layers_.resize(cfg_.n_layers);
     for (int32_t i = 0; i < cfg_.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
@@ -146,7 +143,6 @@ class Deepseek2Model final : public Model {
       for (WeightMatrix& m : l.w_uv) prepare_weight(m);
       prepare_weight(l.wo);
     }
-    w.mark_used("output.weight");      // tied: a stored lm_head is ignored, as transformers does
     w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
     LLMS_RETURN_IF_ERROR(w.check_all_used());
     w.log_conversions();

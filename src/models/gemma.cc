@@ -32,13 +32,10 @@ class GemmaModel final : public Model {
     WeightLoader w(file, options.dtype);
     const int64_t dim = cfg_.dim, q_dim = int64_t{cfg_.n_heads} * cfg_.head_dim;
     const int64_t kv_dim = int64_t{cfg_.n_kv_heads} * cfg_.head_dim;
-    LLMS_ASSIGN_OR_RETURN(embedding_, w.matrix("token_embd.weight", cfg_.vocab_size, dim));
-    LLMS_ASSIGN_OR_RETURN(final_norm_, w.vector("output_norm.weight", dim));
-    if (cfg_.tie_word_embeddings) {
-      classifier_ = embedding_;
-    } else {
-      LLMS_ASSIGN_OR_RETURN(classifier_, w.matrix("output.weight", cfg_.vocab_size, dim));
-    }
+    LLMS_ASSIGN_OR_RETURN(EmbeddingAndHead ends, load_embedding_and_head(w, cfg_));
+    embedding_ = ends.embedding;
+    classifier_ = ends.classifier;
+    final_norm_ = std::move(ends.final_norm);
     layers_.resize(cfg_.n_layers);
     for (int32_t i = 0; i < cfg_.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
@@ -66,7 +63,6 @@ class GemmaModel final : public Model {
       prepare_weight(l.w_gate_up);
       prepare_weight(l.w_down);
     }
-    w.mark_used("output.weight");  // tied: a stored copy of the embedding is ignored
     LLMS_RETURN_IF_ERROR(w.check_all_used());
     w.log_conversions();
     if (!cfg_.tie_word_embeddings) prepare_weight(classifier_);

@@ -180,4 +180,24 @@ class WeightLoader {
   std::unordered_set<const TensorView*> used_;
 };
 
+/// The ends of a decoder every architecture shares: the token embedding [vocab, dim], the final
+/// RMSNorm [dim] and the classifier [vocab, dim] (the embedding itself when tied; a stored
+/// output.weight is then marked used and ignored, as transformers does).
+struct EmbeddingAndHead {
+  WeightMatrix embedding, classifier;
+  std::vector<float> final_norm;
+};
+inline Expected<EmbeddingAndHead> load_embedding_and_head(WeightLoader& w, const ModelConfig& c) {
+  EmbeddingAndHead e;
+  LLMS_ASSIGN_OR_RETURN(e.embedding, w.matrix("token_embd.weight", c.vocab_size, c.dim));
+  LLMS_ASSIGN_OR_RETURN(e.final_norm, w.vector("output_norm.weight", c.dim));
+  if (c.tie_word_embeddings) {
+    e.classifier = e.embedding;
+    w.mark_used("output.weight");
+  } else {
+    LLMS_ASSIGN_OR_RETURN(e.classifier, w.matrix("output.weight", c.vocab_size, c.dim));
+  }
+  return e;
+}
+
 }  // namespace llmserve

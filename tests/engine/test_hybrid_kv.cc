@@ -19,16 +19,15 @@
 
 #include "engine/llm_engine.h"
 #include "runner/prompt_logits.h"
+#include "windowed_test_util.h"
 
 namespace llmserve {
 namespace {
 
-const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/";
+using testing::expect_greedy_matches_reference;
+using testing::long_sequence;
 
-std::vector<int32_t> long_sequence() {
-  std::ifstream in(std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/sequences.json");
-  return nlohmann::json::parse(in)["long"].get<std::vector<int32_t>>();
-}
+const std::string kData = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/";
 
 struct EngineRun {
   std::vector<std::vector<int32_t>> outputs;
@@ -84,26 +83,6 @@ EngineRun run_engine(const std::string& model, int32_t n, int32_t prompt_len, in
   run.preemptions = st.num_preemptions_total;
   run.prefix_hits = st.prefix_cache_hits_total;
   return run;
-}
-
-/// The greedy continuation must be what one pool without freeing (compute_prompt_logits) picks.
-void expect_greedy_matches_reference(const std::string& model, const std::vector<int32_t>& prompt,
-                                     const std::vector<int32_t>& out) {
-  auto file = ModelFile::open(model);
-  ASSERT_TRUE(file.ok()) << file.status().message();
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), out.begin(), out.end());
-  PromptLogitsOptions opt;
-  opt.kv_cache_dtype = DType::kF32;
-  opt.num_threads = 2;
-  auto logits = compute_prompt_logits(**file, all, opt);
-  ASSERT_TRUE(logits.ok()) << logits.status().message();
-  const int64_t vocab = (*file)->config().vocab_size;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const float* row = logits->data() + (prompt.size() - 1 + i) * vocab;
-    const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
-    ASSERT_EQ(out[i], best) << model << ": generated token " << i << " (position " << prompt.size() + i << ")";
-  }
 }
 
 struct Model {

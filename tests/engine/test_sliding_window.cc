@@ -18,16 +18,15 @@
 
 #include "engine/llm_engine.h"
 #include "runner/prompt_logits.h"
+#include "windowed_test_util.h"
 
 namespace llmserve {
 namespace {
 
-const std::string kModel = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/mistral-swa-tiny/model.gguf";
+using testing::expect_greedy_matches_reference;
+using testing::long_sequence;
 
-std::vector<int32_t> long_sequence() {
-  std::ifstream in(std::string(LLMSERVE_SHARED_DIR) + "/testdata/models/synthetic/sequences.json");
-  return nlohmann::json::parse(in)["long"].get<std::vector<int32_t>>();
-}
+const std::string kModel = std::string(LLMSERVE_SOURCE_DIR) + "/tests/models/data/mistral-swa-tiny/model.gguf";
 
 struct EngineRun {
   std::vector<std::vector<int32_t>> outputs;  // per request
@@ -77,25 +76,6 @@ EngineRun run_engine(int32_t n, int32_t prompt_len, int32_t gen, int32_t blocks,
   return run;
 }
 
-/// The greedy continuation must be what the windowed logits (no freeing) pick at every step.
-void expect_greedy_matches_reference(const std::vector<int32_t>& prompt, const std::vector<int32_t>& out) {
-  auto file = ModelFile::open(kModel);
-  ASSERT_TRUE(file.ok()) << file.status().message();
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), out.begin(), out.end());
-  PromptLogitsOptions opt;
-  opt.kv_cache_dtype = DType::kF32;
-  opt.num_threads = 2;
-  auto logits = compute_prompt_logits(**file, all, opt);
-  ASSERT_TRUE(logits.ok()) << logits.status().message();
-  const int64_t vocab = (*file)->config().vocab_size;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const float* row = logits->data() + (prompt.size() - 1 + i) * vocab;
-    const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
-    ASSERT_EQ(out[i], best) << "generated token " << i << " (position " << prompt.size() + i << ")";
-  }
-}
-
 TEST(SlidingWindow, GeneratesPastThePoolWithWindowSizedKv) {
   // 100 prompt + 120 generated = 220 tokens = 14 blocks; the pool has 8 (128 tokens), enough for
   // a 64-token prefill chunk and its 40-token window (ceil(103 / 16) + 1 = 8).
@@ -105,7 +85,7 @@ TEST(SlidingWindow, GeneratesPastThePoolWithWindowSizedKv) {
   EXPECT_LE(run.max_used_while_decoding, (40 + 15) / 16 + 1);  // ceil(40 / 16) + 1 = 4
   EXPECT_GT(run.max_used_while_decoding, 0);
   const auto ids = long_sequence();
-  expect_greedy_matches_reference({ids.begin(), ids.begin() + 100}, run.outputs[0]);
+  expect_greedy_matches_reference(kModel, {ids.begin(), ids.begin() + 100}, run.outputs[0]);
 }
 
 TEST(SlidingWindow, ChunkedPrefillPrefixCachingAndPreemption) {
@@ -120,7 +100,7 @@ TEST(SlidingWindow, ChunkedPrefillPrefixCachingAndPreemption) {
     const auto ids = long_sequence();
     for (int32_t r = 0; r < 4; ++r) {
       ASSERT_EQ(run.outputs[r].size(), 40u) << r;
-      expect_greedy_matches_reference({ids.begin() + r, ids.begin() + r + 90}, run.outputs[r]);
+      expect_greedy_matches_reference(kModel, {ids.begin() + r, ids.begin() + r + 90}, run.outputs[r]);
     }
   }
 }
