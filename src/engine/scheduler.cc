@@ -170,10 +170,18 @@ int32_t Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, doubl
                         req->use_prefix_cache && req->params.prompt_logprobs < 0;
     if (lookup) {
       extend_block_hashes(req->token_ids, kv_.block_size(), req->cache_salt, req->block_hashes);
-      kv_.find_cached_prefix(req->block_hashes, (req->num_tokens() - 1) / kv_.block_size(), hits_);
-      if (sliding_kv_ != nullptr) {  // a hit needs its blocks in both groups
-        sliding_kv_->find_cached_prefix(req->block_hashes, static_cast<int32_t>(hits_.size()), sliding_hits_);
+      const int32_t max_blocks = (req->num_tokens() - 1) / kv_.block_size();
+      if (sliding_kv_ != nullptr) {
+        // Hybrid: every block of the prefix in the full layers' pool, the last window's in the
+        // sliding layers' (blocks before it are null entries there, as if freed).
+        kv_.find_cached_prefix(req->block_hashes, max_blocks, hits_);
+        sliding_kv_->find_cached_window_prefix(req->block_hashes, static_cast<int32_t>(hits_.size()),
+                                               config_.sliding_window, sliding_hits_);
         hits_.resize(sliding_hits_.size());
+      } else if (config_.sliding_window > 0) {  // every layer slides: only the last window's blocks
+        kv_.find_cached_window_prefix(req->block_hashes, max_blocks, config_.sliding_window, hits_);
+      } else {
+        kv_.find_cached_prefix(req->block_hashes, max_blocks, hits_);
       }
     }
     const int32_t num_hit = static_cast<int32_t>(hits_.size()) * kv_.block_size();

@@ -22,6 +22,28 @@ void KVCacheManager::find_cached_prefix(std::span<const BlockHash> hashes, int32
   }
 }
 
+void KVCacheManager::find_cached_window_prefix(std::span<const BlockHash> hashes, int32_t max_blocks,
+                                              int64_t window, std::vector<int32_t>& hits) const {
+  if (!prefix_caching_) return;
+  const int32_t n = static_cast<int32_t>(std::min(hashes.size(), static_cast<size_t>(std::max(0, max_blocks))));
+  std::vector<int32_t> ids(n, kNullBlock), run(n, 0);  // run[i]: cached blocks ending at i
+  for (int32_t i = 0; i < n; ++i) {
+    if (const auto id = pool_.lookup(hashes[i])) {
+      ids[i] = *id;
+      run[i] = (i > 0 ? run[i - 1] : 0) + 1;
+    }
+  }
+  for (int32_t p = n; p > 0; --p) {
+    // Blocks wholly before the first position the next query sees (free_blocks_before's rule).
+    const int64_t first_needed = int64_t{p} * block_size_ - window + 1;
+    const int32_t before = static_cast<int32_t>(std::max<int64_t>(first_needed, 0) / block_size_);
+    if (run[p - 1] < p - before) continue;
+    hits.insert(hits.end(), before, kNullBlock);
+    hits.insert(hits.end(), ids.begin() + before, ids.begin() + p);
+    return;
+  }
+}
+
 bool KVCacheManager::allocate_slots(std::vector<int32_t>& block_table, int64_t num_tokens,
                                     std::span<const int32_t> hits) {
   LLMS_CHECK(hits.empty() || block_table.empty(), "prefix hits for a non-empty block table");
@@ -29,10 +51,10 @@ bool KVCacheManager::allocate_slots(std::vector<int32_t>& block_table, int64_t n
                          static_cast<int32_t>(block_table.size() + hits.size());
   // A cached (unreferenced) hit stops being allocatable once taken.
   int32_t cached_hits = 0;
-  for (int32_t id : hits) cached_hits += pool_.ref_count(id) == 0;
+  for (int32_t id : hits) cached_hits += id != kNullBlock && pool_.ref_count(id) == 0;
   if (std::max(0, needed) > pool_.num_free_blocks() - cached_hits) return false;
   for (int32_t id : hits) {
-    pool_.touch(id);
+    if (id != kNullBlock) pool_.touch(id);
     block_table.push_back(id);
   }
   if (needed <= 0) return true;

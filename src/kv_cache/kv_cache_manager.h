@@ -50,9 +50,18 @@ class KVCacheManager {
   void find_cached_prefix(std::span<const BlockHash> hashes, int32_t max_blocks,
                           std::vector<int32_t>& hits) const;
 
+  /// Sliding-window prefix hit (vLLM's SlidingWindowManager): the longest prefix of P <=
+  /// max_blocks blocks whose blocks a query at position P * block_size can see, i.e. [P *
+  /// block_size - window + 1, P * block_size), are all indexed; blocks wholly before that need
+  /// not be cached. Appends P entries to `hits`: kNullBlock for the blocks before the window,
+  /// then the cached ids. Nothing when prefix caching is off.
+  void find_cached_window_prefix(std::span<const BlockHash> hashes, int32_t max_blocks, int64_t window,
+                                 std::vector<int32_t>& hits) const;
+
   /// Grows `block_table` so it covers `num_tokens` tokens in total; with `hits` (only for an
   /// empty table) those blocks, shared, come first and only the rest is allocated (a cached
-  /// hit leaves the LRU list, so it does not count as allocatable). Returns false, changing
+  /// hit leaves the LRU list, so it does not count as allocatable; kNullBlock entries, from
+  /// find_cached_window_prefix, stay null). Returns false, changing
   /// nothing, when the pool lacks the blocks (the caller preempts or waits).
   bool allocate_slots(std::vector<int32_t>& block_table, int64_t num_tokens,
                       std::span<const int32_t> hits = {});

@@ -127,5 +127,48 @@ TEST(HybridKv, ChunkedPrefillPrefixCachingAndPreemption) {
   }
 }
 
+// A repeated prompt longer than the sliding pool still hits: the sliding layers need only the
+// last window's blocks cached (the first ones, freed first, are evicted first). The engine runs
+// one request at a time with the smallest pools the sizing gives (max_num_seqs 1).
+TEST(HybridKv, RepeatedLongPromptHitsWithASmallSlidingPool) {
+  const auto ids = long_sequence();
+  for (const char* m : {"gemma3-tiny/model.gguf", "gemma2-tiny/model.gguf", "mistral-swa-tiny/model.gguf"}) {
+    EngineConfig c;
+    c.model_path = kData + m;
+    c.num_threads = 2;
+    c.cache.block_size = 16;
+    c.cache.kv_cache_memory_bytes = 4 << 20;
+    c.cache.num_kv_blocks = std::string(m).find("mistral") != std::string::npos ? 8 : 0;  // all-sliding: a small pool
+    c.cache.enable_prefix_caching = true;
+    c.cache.kv_cache_dtype = DType::kF32;
+    c.scheduler.max_num_seqs = 1;
+    c.scheduler.max_num_batched_tokens = 32;
+    c.scheduler.max_model_len = 512;
+    c.scheduler.check_invariants = true;
+    auto e = LLMEngine::create(c);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    std::vector<int32_t> first, second;
+    for (int32_t round = 0; round < 2; ++round) {
+      EngineRequest req;
+      req.prompt_token_ids.assign(ids.begin(), ids.begin() + 150);
+      req.params.temperature = 0;
+      req.params.max_tokens = 8;
+      req.params.ignore_eos = true;
+      ASSERT_TRUE((*e)->add_request(round, std::move(req)).ok());
+      const int64_t hits_before = (*e)->stats().prefix_cache_hits_total;
+      while ((*e)->has_unfinished_requests())
+        for (const RequestOutput& o : (*e)->step())
+          (round == 0 ? first : second).insert((round == 0 ? first : second).end(), o.new_token_ids.begin(),
+                                               o.new_token_ids.end());
+      const int64_t hit = (*e)->stats().prefix_cache_hits_total - hits_before;
+      std::printf("%s round %d: %lld prompt tokens from the cache (sliding pool %d blocks)\n", m, round,
+                  static_cast<long long>(hit), (*e)->stats().num_sliding_total_blocks);
+      if (round == 1) EXPECT_EQ(hit, 144) << m;  // (150 - 1) / 16 whole blocks
+    }
+    EXPECT_EQ(first, second) << m;
+    expect_greedy_matches_reference(kData + m, {ids.begin(), ids.begin() + 150}, second);
+  }
+}
+
 }  // namespace
 }  // namespace llmserve

@@ -159,6 +159,50 @@ TEST(KVCacheManager, SharesTheLongestCachedRunAndCountsCachedHitsAsTaken) {
   kv.check_invariants({});
 }
 
+// Sliding windows: a hit needs only the blocks the next query can see; the evicted first
+// blocks become null entries of the new table, and allocation keeps them null.
+TEST(KVCacheManager, WindowPrefixNeedsOnlyTheLastWindowsBlocks) {
+  KVCacheManager kv(/*num_blocks=*/8, /*block_size=*/4, /*enable_prefix_caching=*/true);
+  const auto a = seq(24);  // 6 full blocks
+  std::vector<BlockHash> ha;
+  extend_block_hashes(a, 4, "", ha);
+  // A sequence whose blocks 0 and 1 were freed before its window (null entries) indexes 2..5.
+  std::vector<int32_t> tb(2, KVCacheManager::kNullBlock);
+  ASSERT_TRUE(kv.allocate_slots(tb, 24));
+  int32_t hashed_b = 2;
+  kv.cache_full_blocks(ha, tb, 6, &hashed_b);
+  std::vector<int32_t> hits;
+  // Contiguous lookup from block 0 finds nothing; a window of 6 tokens at P = 6 blocks (position
+  // 24) sees 19..23, i.e. blocks 4 and 5, so all 6 blocks hit with 4 null entries.
+  hits.clear();
+  kv.find_cached_prefix(ha, 6, hits);
+  EXPECT_TRUE(hits.empty());
+  hits.clear();
+  kv.find_cached_window_prefix(ha, 6, 6, hits);
+  EXPECT_EQ(hits, (std::vector<int32_t>{KVCacheManager::kNullBlock, KVCacheManager::kNullBlock,
+                                        KVCacheManager::kNullBlock, KVCacheManager::kNullBlock, tb[4], tb[5]}));
+  // A window of 16 at P = 6 sees 9..23: blocks 2..5, all cached: 2 nulls.
+  hits.clear();
+  kv.find_cached_window_prefix(ha, 6, 16, hits);
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), KVCacheManager::kNullBlock), 2);
+  EXPECT_EQ(hits.size(), 6u);
+  // A window of 24 would need block 0: the best is P = 0.
+  hits.clear();
+  kv.find_cached_window_prefix(ha, 6, 24, hits);
+  EXPECT_TRUE(hits.empty());
+  // Allocation keeps null hits null and references the rest.
+  hits.clear();
+  kv.find_cached_window_prefix(ha, 6, 6, hits);
+  std::vector<int32_t> tc;
+  ASSERT_TRUE(kv.allocate_slots(tc, 28, hits));
+  EXPECT_EQ(tc.size(), 7u);
+  EXPECT_EQ(tc[0], KVCacheManager::kNullBlock);
+  EXPECT_EQ(tc[4], tb[4]);
+  EXPECT_EQ(kv.pool().ref_count(tb[4]), 2);
+  const std::vector<const std::vector<int32_t>*> tables = {&tb, &tc};
+  kv.check_invariants(tables);
+}
+
 TEST(KVCacheManager, OffMeansNoHitsAndNoIndex) {
   KVCacheManager kv(4, 4, /*enable_prefix_caching=*/false);
   std::vector<BlockHash> h;
