@@ -245,7 +245,7 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
     }
   }
   // Tokens, timings and finishes.
-  int32_t new_tokens = 0;
+  int32_t new_tokens = 0, num_finished = 0;
   std::vector<std::pair<int64_t, const char*>> finished;
   std::vector<std::string> finished_events;
   for (const RequestOutput& out : outputs) {
@@ -272,6 +272,7 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
       }
     }
     if (out.finished) {
+      ++num_finished;
       const char* reason = finish_reason_name(out.finish_reason);
       if (watched) {
         finished.emplace_back(out.request_id, reason);
@@ -282,7 +283,9 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
   }
   if (new_step) {
     output_tokens_.emplace_back(now, new_tokens);
-    num_running_ = rec.num_running;
+    // rec.num_running counts the seats held while the step ran; those that finished in it are
+    // free now (the metrics event says what runs after the step, as vllm:num_requests_running).
+    num_running_ = std::max(0, rec.num_running - num_finished);
     num_waiting_ = rec.num_waiting;
     kv_cache_usage_ = hello_.num_total_blocks > 0
                           ? static_cast<double>(rec.num_used_blocks) / hello_.num_total_blocks
