@@ -290,6 +290,12 @@ void EventHub::on_step(const LLMEngine& engine, const std::vector<RequestOutput>
     kv_cache_usage_ = hello_.num_total_blocks > 0
                           ? static_cast<double>(rec.num_used_blocks) / hello_.num_total_blocks
                           : 0.0;
+  } else if (num_finished > 0) {
+    // Requests that ended without a step (aborted: a client disconnect): the engine's state now.
+    const EngineStats st = engine.stats();
+    num_running_ = st.num_running;
+    num_waiting_ = st.num_waiting;
+    kv_cache_usage_ = st.kv_cache_usage;
   }
   prune(now);
   if (!watched) return;

@@ -311,5 +311,25 @@ TEST(EventHub, MetricsEventPercentilesAndRates) {
   EXPECT_EQ(d["num_running"], 0);  // the request finished in the last step: nothing runs after it
 }
 
+// A request aborted with nothing else running (a client disconnect) ends without a step: the
+// metrics event must still say nothing runs.
+TEST(EventHub, AbortedLastRequestLeavesNothingRunning) {
+  auto engine = stories_engine(/*num_kv_blocks=*/64);
+  dashboard::EventHub hub({}, hello_for(*engine), &engine->tokenizer());
+  AsyncEngine async(std::move(engine));
+  async.set_observer(&hub);
+  auto s = async.submit(request(async.engine(), "Once upon a time", 100, "z"));
+  ASSERT_TRUE(s.ok());
+  (*s)->wait_next(30);  // the first token: it is running
+  async.abort((*s)->request_id());
+  while (!(*s)->wait_next(30)->finished) {
+  }
+  async.set_observer(nullptr);
+  std::vector<Event> m = parse(hub.metrics_event(now_seconds()));
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].data["num_running"], 0);
+  EXPECT_EQ(m[0].data["kv_cache_usage"], 0.0);
+}
+
 }  // namespace
 }  // namespace llmserve::testing
