@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -63,6 +64,48 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     }
   }
   job_ = nullptr;
+}
+
+void ThreadPool::parallel_items(int64_t items, const std::function<void(int64_t)>& fn) {
+  const int64_t workers = std::min<int64_t>(num_threads_, items);
+  if (workers <= 1) {
+    for (int64_t i = 0; i < items; ++i) fn(i);
+    return;
+  }
+  struct alignas(64) Share {
+    std::atomic<uint64_t> front_back;  // (next item << 32) | end item
+  };
+  constexpr int64_t kStackShares = 16;
+  Share stack_shares[kStackShares];
+  std::unique_ptr<Share[]> heap_shares;
+  Share* shares = stack_shares;
+  if (workers > kStackShares) {
+    heap_shares.reset(new Share[static_cast<size_t>(workers)]);
+    shares = heap_shares.get();
+  }
+  for (int64_t t = 0; t < workers; ++t) {
+    const uint64_t lo = static_cast<uint64_t>(t * items / workers);
+    const uint64_t hi = static_cast<uint64_t>((t + 1) * items / workers);
+    shares[t].front_back.store((lo << 32) | hi, std::memory_order_relaxed);
+  }
+  // Takes one item from the front (own share) or the back (someone else's); -1 when empty.
+  auto take = [](Share& sh, bool front) -> int64_t {
+    uint64_t s = sh.front_back.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t f = s >> 32, b = s & 0xffffffffu;
+      if (f >= b) return -1;
+      const uint64_t next = front ? ((f + 1) << 32) | b : (f << 32) | (b - 1);
+      if (sh.front_back.compare_exchange_weak(s, next, std::memory_order_relaxed))
+        return static_cast<int64_t>(front ? f : b - 1);
+    }
+  };
+  parallel_for(workers, [&](int64_t t, int64_t) {
+    for (int64_t i; (i = take(shares[t], true)) >= 0;) fn(i);
+    for (int64_t d = 1; d < workers; ++d) {
+      Share& other = shares[(t + d) % workers];
+      for (int64_t i; (i = take(other, false)) >= 0;) fn(i);
+    }
+  });
 }
 
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {

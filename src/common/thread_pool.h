@@ -33,6 +33,15 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t min_chunk = 1);
 
+  /// Calls fn(i) once for every i in [0, items), in parallel. Each thread owns a contiguous
+  /// share of the items and takes them front to back; a thread whose share is empty takes
+  /// items from the back of the others' (so a thread whose core is busy elsewhere ends up
+  /// with fewer). For bandwidth-bound kernels whose items are adjacent slices of a weight
+  /// matrix: each thread reads one forward stream, which the hardware prefetchers follow,
+  /// where a shared counter would hand the threads alternate items. Not reentrant (as
+  /// parallel_for).
+  void parallel_items(int64_t items, const std::function<void(int64_t)>& fn);
+
   /// Number of physical cores (falls back to hardware_concurrency()).
   static int physical_cores();
 

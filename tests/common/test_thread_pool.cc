@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -32,6 +37,49 @@ TEST(ThreadPool, MinChunkLimitsSplitting) {
   std::atomic<int> calls{0};
   pool.parallel_for(10, [&](int64_t, int64_t) { calls.fetch_add(1); }, /*min_chunk=*/8);
   EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(ThreadPool, ParallelItemsRunsEveryItemExactlyOnce) {
+  for (int threads : {1, 2, 3, 17}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 5, 63, 1000}) {
+      for (int rep = 0; rep < 100; ++rep) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_items(n, [&](int64_t i) {
+          ASSERT_LE(0, i);
+          ASSERT_LT(i, n);
+          hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelItemsWalksEachShareFrontToBack) {
+  // Every thread's own items come in increasing order (one forward stream); a slow thread's
+  // share is finished by the others from its back.
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::vector<int64_t> order_by_thread[2];
+  std::map<std::thread::id, int> ids;
+  pool.parallel_items(64, [&](int64_t i) {
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // share 0 stalls
+    std::lock_guard<std::mutex> lock(mu);
+    const int t = ids.emplace(std::this_thread::get_id(), static_cast<int>(ids.size())).first->second;
+    order_by_thread[t].push_back(i);
+  });
+  int64_t total = 0;
+  for (const auto& order : order_by_thread) total += static_cast<int64_t>(order.size());
+  EXPECT_EQ(total, 64);
+  // The thread that ran item 0 slept: the other one took part of share 0 from its back.
+  const auto& fast = order_by_thread[0].front() == 0 ? order_by_thread[1] : order_by_thread[0];
+  EXPECT_GT(fast.size(), 33u);
+  // The fast thread's own share (32..63) was taken in increasing order.
+  std::vector<int64_t> own;
+  for (int64_t i : fast)
+    if (i >= 32) own.push_back(i);
+  EXPECT_TRUE(std::is_sorted(own.begin(), own.end()));
 }
 
 TEST(ThreadPool, SurvivesIdlePeriods) {

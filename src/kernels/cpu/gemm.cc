@@ -135,11 +135,9 @@ struct Job {
   }
 };
 
-/// Calls body(i0, i1) over disjoint ranges of at most `grain` items covering [0, items).
-/// With a pool, each thread owns a contiguous share of the ranges and walks it front to back
-/// (so a bandwidth-bound thread streams one contiguous part of W); a thread that finishes its
-/// share takes ranges from the back of the others'. On a shared machine, a thread whose core
-/// is busy elsewhere simply ends up with fewer ranges (a static split would wait for it).
+/// Calls body(i0, i1) over disjoint ranges of at most `grain` items covering [0, items),
+/// with a pool through ThreadPool::parallel_items (each thread streams a contiguous part of
+/// W; a thread whose core is busy elsewhere ends up with fewer ranges).
 void run(const Job& job, ThreadPool* pool, int64_t items, int64_t grain,
          const std::function<void(int64_t, int64_t)>& body) {
   grain = std::max<int64_t>(1, grain);
@@ -149,36 +147,7 @@ void run(const Job& job, ThreadPool* pool, int64_t items, int64_t grain,
     body(0, items);
     return;
   }
-  const int64_t workers = std::min<int64_t>(pool->num_threads(), groups);
-  struct alignas(64) Share {
-    std::atomic<uint64_t> front_back;  // (next group << 32) | end group
-  };
-  std::unique_ptr<Share[]> shares(new Share[static_cast<size_t>(workers)]);
-  for (int64_t t = 0; t < workers; ++t) {
-    const uint64_t lo = static_cast<uint64_t>(t * groups / workers);
-    const uint64_t hi = static_cast<uint64_t>((t + 1) * groups / workers);
-    shares[t].front_back.store((lo << 32) | hi, std::memory_order_relaxed);
-  }
-  // Takes one group from the front (own share) or the back (someone else's); -1 when empty.
-  auto take = [](Share& sh, bool front) -> int64_t {
-    uint64_t s = sh.front_back.load(std::memory_order_relaxed);
-    for (;;) {
-      const uint64_t f = s >> 32, b = s & 0xffffffffu;
-      if (f >= b) return -1;
-      const uint64_t next = front ? ((f + 1) << 32) | b : (f << 32) | (b - 1);
-      if (sh.front_back.compare_exchange_weak(s, next, std::memory_order_relaxed)) {
-        return static_cast<int64_t>(front ? f : b - 1);
-      }
-    }
-  };
-  pool->parallel_for(workers, [&](int64_t t, int64_t) {
-    auto process = [&](int64_t g) { body(g * grain, std::min(items, (g + 1) * grain)); };
-    for (int64_t g; (g = take(shares[t], true)) >= 0;) process(g);
-    for (int64_t d = 1; d < workers; ++d) {
-      Share& other = shares[(t + d) % workers];
-      for (int64_t g; (g = take(other, false)) >= 0;) process(g);
-    }
-  });
+  pool->parallel_items(groups, [&](int64_t g) { body(g * grain, std::min(items, (g + 1) * grain)); });
 }
 
 // ------------------------------------------------------------------------------------------

@@ -74,18 +74,20 @@ class Buffer {
   int64_t cap_ = 0;
 };
 
-/// Runs fn(i) for i in [0, items) on the pool (dynamic: a shared counter).
+/// Runs fn(i) for i in [0, items) on the pool (ThreadPool::parallel_items: each thread
+/// takes a contiguous range of items, i.e. adjacent tiles, so its weight reads are one forward
+/// stream that the hardware prefetchers and the kernels' software prefetch, a fixed distance
+/// ahead of the current record, follow). A shared counter handed the threads alternate items:
+/// two threads then streamed a decode GEMM at 40-50 % of the read bandwidth where one thread
+/// alone reached 70 % (Zen 5, Q4_K, M = 1: 22 -> 32-46 GB/s with contiguous ranges). Which
+/// thread runs an item never changes its result (qgemm.h).
 template <typename Fn>
 void for_items(ThreadPool* pool, int64_t items, const Fn& fn) {
-  const int threads = pool != nullptr ? pool->num_threads() : 1;
-  if (threads <= 1 || items <= 1) {
+  if (pool == nullptr || pool->num_threads() <= 1 || items <= 1) {
     for (int64_t i = 0; i < items; ++i) fn(i);
     return;
   }
-  std::atomic<int64_t> next{0};
-  pool->parallel_for(std::min<int64_t>(threads, items), [&](int64_t, int64_t) {
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items;) fn(i);
-  });
+  pool->parallel_items(items, [&](int64_t i) { fn(i); });
 }
 
 /// The activations of one call, quantized for `qmax` (per calling thread).
