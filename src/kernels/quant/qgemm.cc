@@ -284,6 +284,18 @@ std::shared_ptr<const QPacked> pack_rows(const WeightMatrix& w, int64_t row0, in
   return repack(w.dtype, base, rows, w.cols);
 }
 
+/// Runs fn(problem, item) for every work item of every problem as one pool job (dynamic, in
+/// problem order): items[i] = problem i's count.
+template <typename Fn>
+void for_grouped_items(ThreadPool* pool, const std::vector<int64_t>& items, const Fn& fn) {
+  std::vector<int64_t> start(items.size() + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i) start[i + 1] = start[i] + items[i];
+  for_items(pool, start.back(), [&](int64_t it) {
+    const size_t p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), it) - start.begin()) - 1;
+    fn(p, it - start[p]);
+  });
+}
+
 }  // namespace
 
 void prepare_quantized(WeightMatrix& w, WeightUse use) {
@@ -337,8 +349,27 @@ void gemm_quant(const float* x, int64_t m, const WeightMatrix& w, float* y, Thre
     if (part.row0 % align != 0)  // an epilogue tile would straddle two parts
       return gemm_quant_ref(x, m, w, y, pool, mode, epilogue);
   const QKernels& kr = kernels();
-  for (const QPackedSet::Part& part : set->parts)
-    run_part(kr, *part.packed, x, m, y, w.rows, part.row0, pool, mode, epilogue);
+  if (set->parts.size() == 1) {
+    const QPackedSet::Part& part = set->parts[0];
+    return run_part(kr, *part.packed, x, m, y, w.rows, part.row0, pool, mode, epilogue);
+  }
+  // Mixed types (a Q4_K_M file's Q4_K q/k with a Q6_K v): every part's items as one pool
+  // job, so a step pays one dispatch per matrix, not one per part. Parts of one type share
+  // their activation codes.
+  std::vector<QActs> acts;
+  std::vector<int64_t> items;
+  for (size_t i = 0; i < set->parts.size(); ++i) {
+    const QPacked& p = *set->parts[i].packed;
+    size_t same = 0;
+    while (same < i && set->parts[same].packed->type != p.type) ++same;
+    acts.push_back(same < i ? acts[same]
+                            : quantize_activations(kr, x, m, p.k, p.type, pool, static_cast<int>(i)));
+    items.push_back(part_items(p, m, epilogue));
+  }
+  for_grouped_items(pool, items, [&](size_t i, int64_t item) {
+    const QPackedSet::Part& part = set->parts[i];
+    run_part_item(kr, *part.packed, acts[i], m, y, w.rows, part.row0, mode, epilogue, item);
+  });
 }
 
 void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up, float* out,
@@ -356,22 +387,6 @@ void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up,
                                         : quantize_activations(kr, x, m, up.k, up.type, pool, 1);
   for_items(pool, silu_items(gate, m), [&](int64_t item) { silu_item(kr, gate, up, ag, au, m, out, item); });
 }
-
-namespace {
-
-/// Runs fn(problem, item) for every work item of every problem as one pool job (dynamic, in
-/// problem order): items[i] = problem i's count.
-template <typename Fn>
-void for_grouped_items(ThreadPool* pool, const std::vector<int64_t>& items, const Fn& fn) {
-  std::vector<int64_t> start(items.size() + 1, 0);
-  for (size_t i = 0; i < items.size(); ++i) start[i + 1] = start[i] + items[i];
-  for_items(pool, start.back(), [&](int64_t it) {
-    const size_t p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), it) - start.begin()) - 1;
-    fn(p, it - start[p]);
-  });
-}
-
-}  // namespace
 
 bool quant_grouped_ready(std::span<const GemmProblem> problems, bool silu) {
   for (const GemmProblem& g : problems) {
