@@ -68,7 +68,7 @@ TEST_P(QGemm, EveryKernelFamilyMatchesTheRecipeReferenceBitForBit) {
   for (int64_t k : k_values(type))
     for (int64_t n : {1, 13, 16, 37}) {
       QuantWeight q = make_weight(type, n, k, seed++);
-      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 17, 130}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 8, 9, 17, 130}) {
         const auto x = random_vec(static_cast<size_t>(m * k), seed++);
         std::vector<float> want(static_cast<size_t>(m * n));
         gemm_quant_recipe_ref(x.data(), m, q.w, want.data());
@@ -317,7 +317,7 @@ TEST(QGemm, ExtremeCodesScalesAndActivationsStayExact) {
     w.rows = n;
     w.cols = k;
     w.storage = bytes;
-    for (int64_t m : {1, 2, 3, 4, 7}) {
+    for (int64_t m : {1, 2, 3, 4, 6, 7}) {
       std::vector<float> x(static_cast<size_t>(m * k));
       for (int64_t i = 0; i < m * k; ++i) x[i] = (i * 7 + i / 5) % 3 == 0 ? -1.0f : 1.0f;
       if (m > 1) std::fill(x.begin() + k, x.begin() + 2 * k, -1.0f);  // a row all at -qmax

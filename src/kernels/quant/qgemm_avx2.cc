@@ -124,21 +124,8 @@ struct Avx2Q {
 #include "kernels/quant/qgemm_avx2_bytes.h"
 
 namespace llmserve::qgemm {
-namespace {
-/// Few-row calls: the byte kernels where they apply (qgemm_avx2_bytes.h), else the
-/// 16-bit-lane kernels.
-void fused_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
-                const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
-                int64_t pf_bytes) {
-  if (a.split != nullptr && bytes_kernel_type(type))
-    return fused_bytes_avx2(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-  fused<Avx2Q>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-}
-}  // namespace
-
+/// Few-row Q4_K / Q6_K calls: the byte kernels (qgemm_avx2_bytes.h).
 const QKernels& qkernels_avx2() {
-  static const QKernels k{"avx2",       Avx2Q::kMaxMr, quantize<Avx2Q>,   decode<Avx2Q>,
-                          chunk<Avx2Q>, fused_avx2,    bytes_kernel_type, split_acts_avx2};
-  return k;
+  return make_kernels_with_bytes<Avx2Q, bytes_kernel_type, fused_bytes_avx2, split_acts_avx2>("avx2");
 }
 }  // namespace llmserve::qgemm

@@ -4,7 +4,13 @@
 #include "common/dtype.h"
 #include "kernels/quant/qgemm_internal.h"
 #include "kernels/quant/qgemm_kernels_impl.h"
+#include "kernels/quant/qgemm_avx2_bytes.h"
+#include "kernels/quant/qgemm_avx512_bytes.h"
 
 namespace llmserve::qgemm {
-const QKernels& qkernels_avx512() { return make_kernels<Avx512Q>("avx512"); }
+/// Few-row Q6_K calls: the AVX-512 byte kernel (qgemm_avx512_bytes.h).
+const QKernels& qkernels_avx512() {
+  return make_kernels_with_bytes<Avx512Q, bytes_kernel_type_avx512, fused_bytes_avx512, split_acts_avx2>(
+      "avx512");
+}
 }  // namespace llmserve::qgemm

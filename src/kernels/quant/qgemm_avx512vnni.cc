@@ -21,7 +21,13 @@ struct Avx512VnniQ : Avx512Q {
 }  // namespace llmserve::qgemm
 
 #include "kernels/quant/qgemm_kernels_impl.h"
+#include "kernels/quant/qgemm_avx2_bytes.h"
+#include "kernels/quant/qgemm_avx512_bytes.h"
 
 namespace llmserve::qgemm {
-const QKernels& qkernels_avx512vnni() { return make_kernels<Avx512VnniQ>("avx512vnni"); }
+/// Few-row Q6_K calls: the AVX-512 byte kernel (qgemm_avx512_bytes.h).
+const QKernels& qkernels_avx512vnni() {
+  return make_kernels_with_bytes<Avx512VnniQ, bytes_kernel_type_avx512, fused_bytes_avx512, split_acts_avx2>(
+      "avx512vnni");
+}
 }  // namespace llmserve::qgemm

@@ -543,6 +543,30 @@ const QKernels& make_kernels(const char* name) {
   return k;
 }
 
+using FusedFn = void (*)(DType, int, const QActs&, int64_t, int64_t, int64_t, const uint8_t*,
+                         const RecordLayout&, float*, const uint8_t*, int64_t);
+
+/// Few-row calls: the byte kernel `BytesFused` for the types `BytesType` accepts (once
+/// QActs::split is filled), else the 16-bit-lane kernels.
+template <class V, bool (*BytesType)(DType), FusedFn BytesFused>
+void fused_with_bytes(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                      const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
+                      int64_t pf_bytes) {
+  if (a.split != nullptr && BytesType(type))
+    return BytesFused(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+  fused<V>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+}
+
+/// make_kernels with a few-row byte kernel (qgemm_avx2_bytes.h, qgemm_avx512_bytes.h) whose
+/// split activations `Split` fills.
+template <class V, bool (*BytesType)(DType), FusedFn BytesFused,
+          void (*Split)(const QActs&, int64_t, int64_t)>
+const QKernels& make_kernels_with_bytes(const char* name) {
+  static const QKernels k{name,     V::kMaxMr, quantize<V>, decode<V>, chunk<V>,
+                          fused_with_bytes<V, BytesType, BytesFused>, BytesType, Split};
+  return k;
+}
+
 #undef LLMS_QINLINE
 
 }  // namespace

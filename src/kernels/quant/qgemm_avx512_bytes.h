@@ -1,0 +1,23 @@
+// Private to kernels/quant/: the AVX-512 (BW) few-row byte kernel for Q6_K, the contract of
+// qgemm_avx2_bytes.h on whole 16-column tiles (qgemm_bytes_avx512.cc). Used by the AVX-512 and
+// AVX-512 VNNI families for Q6_K calls of at most 6 rows, with the activations split by
+// split_acts_avx2 (the same byte layout).
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "kernels/quant/qgemm_internal.h"
+
+namespace llmserve::qgemm {
+
+/// Whether the AVX-512 byte kernel handles `type` (Q6_K).
+bool bytes_kernel_type_avx512(DType type);
+
+/// QKernels::fused for a type with bytes_kernel_type_avx512 (mr <= 6); a.split must be filled.
+/// Enter only on a CPU with AVX-512 BW.
+void fused_bytes_avx512(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                        const uint8_t* rec, const RecordLayout& lay, float* facc,
+                        const uint8_t* pf, int64_t pf_bytes);
+
+}  // namespace llmserve::qgemm
