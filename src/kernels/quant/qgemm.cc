@@ -240,15 +240,6 @@ void run_part_item(const QKernels& kr, const QPacked& p, const QActs& a, int64_t
     epilogue->apply(m0, m1, col0 + t0 * kTileCols, col0 + std::min(p.n, t1 * kTileCols), y, ldy);
 }
 
-/// One part (single type) of gemm_quant: columns [col0, col0 + p.n) of y (row stride ldy).
-void run_part(const QKernels& kr, const QPacked& p, const float* x, int64_t m, float* y,
-              int64_t ldy, int64_t col0, ThreadPool* pool, GemmOutput mode,
-              const GemmEpilogue* epilogue) {
-  const QActs a = quantize_activations(kr, x, m, p.k, p.type, pool);
-  for_items(pool, part_items(p, m, epilogue),
-            [&](int64_t item) { run_part_item(kr, p, a, m, y, ldy, col0, mode, epilogue, item); });
-}
-
 /// Work item `item` of gemm_silu_mul_quant: one row block x a pair of tiles of gate and up.
 void silu_item(const QKernels& kr, const QPacked& gate, const QPacked& up, const QActs& ag,
                const QActs& au, int64_t m, float* out, int64_t item) {
@@ -284,8 +275,8 @@ std::shared_ptr<const QPacked> pack_rows(const WeightMatrix& w, int64_t row0, in
   return repack(w.dtype, base, rows, w.cols);
 }
 
-/// Runs fn(problem, item) for every work item of every problem as one pool job (dynamic, in
-/// problem order): items[i] = problem i's count.
+/// Runs fn(problem, item) for every work item of every problem as one pool job (for_items
+/// over the problems' items in problem order): items[i] = problem i's count.
 template <typename Fn>
 void for_grouped_items(ThreadPool* pool, const std::vector<int64_t>& items, const Fn& fn) {
   std::vector<int64_t> start(items.size() + 1, 0);
@@ -349,11 +340,7 @@ void gemm_quant(const float* x, int64_t m, const WeightMatrix& w, float* y, Thre
     if (part.row0 % align != 0)  // an epilogue tile would straddle two parts
       return gemm_quant_ref(x, m, w, y, pool, mode, epilogue);
   const QKernels& kr = kernels();
-  if (set->parts.size() == 1) {
-    const QPackedSet::Part& part = set->parts[0];
-    return run_part(kr, *part.packed, x, m, y, w.rows, part.row0, pool, mode, epilogue);
-  }
-  // Mixed types (a Q4_K_M file's Q4_K q/k with a Q6_K v): every part's items as one pool
+  // Every part's items (one part, or a Q4_K_M file's Q4_K q/k with a Q6_K v) as one pool
   // job, so a step pays one dispatch per matrix, not one per part. Parts of one type share
   // their activation codes.
   std::vector<QActs> acts;
