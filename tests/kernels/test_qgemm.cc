@@ -221,6 +221,18 @@ TEST_P(QGemm, GroupedCallsGiveTheSingleCallsBits) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, QGemm, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_ggml_name(info.param)); });
 
+// The byte kernels give the same bits as the 16-bit-lane ones, so the bit-for-bit family test
+// would pass without them: check that the few-row calls of their types are routed to them.
+TEST(QGemm, FewRowByteKernelsServeTheirTypes) {
+  for (const QKernels* k : families()) {
+    ASSERT_NE(k->split_type, nullptr) << k->name;
+    ASSERT_NE(k->split, nullptr) << k->name;
+    EXPECT_TRUE(k->split_type(DType::kQ6_K)) << k->name;
+    EXPECT_EQ(k->split_type(DType::kQ4_K), std::string(k->name) == "avx2") << k->name;
+    EXPECT_FALSE(k->split_type(DType::kQ8_0)) << k->name;
+  }
+}
+
 TEST(QGemm, MixedTypePartsEachInTheirOwnRecipe) {
   // Q4_K q/k beside a Q6_K v (llama-quantize's Q4_K_M), and a Q8_0 part; gate Q4_K / up Q6_K.
   const int64_t k = 512, m = 5;
