@@ -2,7 +2,7 @@
 // activation quantization, work items and threads, mixed-type parts, SwiGLU, accumulation
 // and epilogues.
 //
-// Work items are (row block of up to kRowBlock rows) x (group of tiles: 16-column units,
+// Work items are (row block of about kRowBlock rows, whole micro-kernel calls) x (group of tiles: 16-column units,
 // as many as the epilogue's column alignment needs), taken from a shared counter by every
 // pool thread. For each tile of an item, every chunk's record is decoded once into an L1
 // buffer of int16 weights and then multiplied into all rows of the block, MR rows at a time;
@@ -33,7 +33,7 @@ namespace {
 
 using namespace qgemm;
 
-constexpr int64_t kRowBlock = 128;  // rows per work item (their accumulators: 8 KiB)
+constexpr int64_t kRowBlock = 128;  // rows per work item, about (row_block; accumulators ~8 KiB)
 /// How far ahead (at least; two records for large ones) few-row calls prefetch W.
 constexpr int64_t kPrefetchBytes = 4096;
 
@@ -51,6 +51,22 @@ struct QPackedSet {
 std::atomic<const QKernels*> g_override{nullptr};
 
 const QKernels& kernels() { return active_kernels(); }
+
+/// Rows per row block of an m-row call: m split into ceil(m / kRowBlock) near-equal blocks,
+/// each rounded up to whole micro-kernel calls (max_mr rows), so only the last block can end
+/// in a partial call (512 rows at max_mr 6: 132, 132, 132, 116; blocks of 128 rows each
+/// ended in a 2-row call).
+int64_t row_block(int64_t m) {
+  const int64_t mr = kernels().max_mr;
+  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t per = (m + blocks - 1) / blocks;
+  return (per + mr - 1) / mr * mr;
+}
+
+int64_t row_blocks(int64_t m) {
+  const int64_t rb = row_block(m);
+  return (m + rb - 1) / rb;
+}
 
 /// Grow-only 64-byte-aligned scratch.
 template <typename T>
@@ -205,7 +221,7 @@ int64_t part_group(const GemmEpilogue* epilogue) {
 /// Work items of run_part over m rows.
 int64_t part_items(const QPacked& p, int64_t m, const GemmEpilogue* epilogue) {
   const int64_t group = part_group(epilogue);
-  return (p.tiles + group - 1) / group * ((m + kRowBlock - 1) / kRowBlock);
+  return (p.tiles + group - 1) / group * row_blocks(m);
 }
 
 /// Work item `item` of run_part: one row block x `group` tiles.
@@ -217,9 +233,10 @@ void run_part_item(const QKernels& kr, const QPacked& p, const QActs& a, int64_t
   const int64_t group = part_group(epilogue);
   const int64_t groups = (p.tiles + group - 1) / group;
   const int64_t mb = item / groups, g = item % groups;
-  const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
+  const int64_t rb = row_block(m);
+  const int64_t m0 = mb * rb, m1 = std::min(m, m0 + rb);
   const int64_t t0 = g * group, t1 = std::min(p.tiles, t0 + group);
-  float* facc[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
+  float* facc[2] = {s.facc[0].get(rb * kTileCols), s.facc[1].get(rb * kTileCols)};
   for (int64_t t = t0; t < t1; t += 2) {
     const int nt = t + 1 < t1 ? 2 : 1;
     tile_product(kr, p, a, t, nt, m0, m1, s, facc);
@@ -249,9 +266,10 @@ void silu_item(const QKernels& kr, const QPacked& gate, const QPacked& up, const
   const int64_t pairs = (gate.tiles + 1) / 2;
   const int64_t mb = item / pairs, t = 2 * (item % pairs);
   const int nt = t + 1 < gate.tiles ? 2 : 1;
-  const int64_t m0 = mb * kRowBlock, m1 = std::min(m, m0 + kRowBlock);
-  float* fg[2] = {s.facc[0].get(kRowBlock * kTileCols), s.facc[1].get(kRowBlock * kTileCols)};
-  float* fu[2] = {s.facc_up[0].get(kRowBlock * kTileCols), s.facc_up[1].get(kRowBlock * kTileCols)};
+  const int64_t rb = row_block(m);
+  const int64_t m0 = mb * rb, m1 = std::min(m, m0 + rb);
+  float* fg[2] = {s.facc[0].get(rb * kTileCols), s.facc[1].get(rb * kTileCols)};
+  float* fu[2] = {s.facc_up[0].get(rb * kTileCols), s.facc_up[1].get(rb * kTileCols)};
   tile_product(kr, gate, ag, t, nt, m0, m1, s, fg);
   tile_product(kr, up, au, t, nt, m0, m1, s, fu);
   for (int i = 0; i < nt; ++i) {
@@ -262,7 +280,7 @@ void silu_item(const QKernels& kr, const QPacked& gate, const QPacked& up, const
 }
 
 int64_t silu_items(const QPacked& gate, int64_t m) {
-  return (gate.tiles + 1) / 2 * ((m + kRowBlock - 1) / kRowBlock);
+  return (gate.tiles + 1) / 2 * row_blocks(m);
 }
 
 const QPackedSet* packed_set(const WeightMatrix& w) {

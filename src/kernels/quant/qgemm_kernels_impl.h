@@ -272,10 +272,19 @@ void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_
                 const TileBufs* tb) {
   static_assert(V::kMaxMr >= 1 && V::kMaxMr <= 8);
   if (nt == 2 && V::kPairTiles) {
-    if (mr == V::kMaxMr)
-      return chunk_kernel<V, BlockElems, MinSub, StoredMins, V::kMaxMr, 2>(a, row0, k0, e, tb);
-    for (int t = 0; t < 2; ++t) chunk_rows<V, BlockElems, MinSub, StoredMins>(mr, 1, a, row0, k0, e, tb + t);
-    return;
+    // Both tiles per call at every row count (a row block's last, partial call too).
+    switch (mr) {
+#define LLMS_QMR2(R)                                                                           \
+  case R:                                                                                      \
+    if constexpr (R <= V::kMaxMr)                                                              \
+      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R, 2>(a, row0, k0, e, tb);         \
+    break;
+      LLMS_QMR2(1) LLMS_QMR2(2) LLMS_QMR2(3) LLMS_QMR2(4) LLMS_QMR2(5) LLMS_QMR2(6)
+      LLMS_QMR2(7) LLMS_QMR2(8)
+#undef LLMS_QMR2
+      default: break;
+    }
+    LLMS_CHECK(false, "qgemm chunk: mr {} > {}", mr, V::kMaxMr);
   }
   if (nt == 2) {
     for (int t = 0; t < 2; ++t) chunk_rows<V, BlockElems, MinSub, StoredMins>(mr, 1, a, row0, k0, e, tb + t);
