@@ -1,4 +1,4 @@
-// Private to kernels/quant/: the AVX-512 (BW) few-row byte kernel for Q6_K, the contract of
+// Private to kernels/quant/: the AVX-512 few-row byte kernels (Q6_K; Q4_K with VNNI), the contract of
 // qgemm_avx2_bytes.h on whole 16-column tiles (qgemm_bytes_avx512.cc). Used by the AVX-512 and
 // AVX-512 VNNI families for Q6_K calls of at most 6 rows, with the activations split by
 // split_acts_avx2 (the same byte layout).
@@ -19,5 +19,13 @@ bool bytes_kernel_type_avx512(DType type);
 void fused_bytes_avx512(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                         const uint8_t* rec, const RecordLayout& lay, float* facc,
                         const uint8_t* pf, int64_t pf_bytes);
+
+/// The AVX-512 VNNI family's byte kernels (qgemm_bytes_avx512vnni.cc): Q4_K with vpdpbusd,
+/// Q6_K as fused_bytes_avx512. Same contract (mr <= 6, a.split filled); enter only on a CPU
+/// with AVX-512 VNNI.
+bool bytes_kernel_type_avx512vnni(DType type);
+void fused_bytes_avx512vnni(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                            const uint8_t* rec, const RecordLayout& lay, float* facc,
+                            const uint8_t* pf, int64_t pf_bytes);
 
 }  // namespace llmserve::qgemm
