@@ -357,6 +357,12 @@ void prefill(const PrefillTile& t, float* scratch) {
     if (kv0 == kv_first) {
       slot_offsets(kv, imax(kv0, lo), bc - imax(0, lo - kv0), slot + imax(0, lo - kv0));
       for (int32_t j = 0; j < lo - kv0; ++j) slot[j] = slot[lo - kv0];
+      // The first tile's K rows of the first head, requested all at once: later tiles' and
+      // heads' rows are requested during the PV step before them (below), these had nothing
+      // before them to hide behind (a decode token's whole context is often one or two tiles).
+      for (int32_t j = 0; j < bc; ++j)
+        prefetch_row(static_cast<const char*>(kv.k) + (slot[j] + static_cast<int64_t>(t.kv_head) * hd) * esz,
+                     row_bytes);
     } else {
       int64_t* tmp = slot;
       slot = slot_next;
