@@ -20,8 +20,8 @@ void fused_bytes_avx512(DType type, int mr, const QActs& a, int64_t row0, int64_
                         const uint8_t* rec, const RecordLayout& lay, float* facc,
                         const uint8_t* pf, int64_t pf_bytes);
 
-/// The AVX-512 VNNI family's byte kernels (qgemm_bytes_avx512vnni.cc): Q4_K with vpdpbusd,
-/// Q6_K as fused_bytes_avx512. Same contract (mr <= 6, a.split filled); enter only on a CPU
+/// The AVX-512 VNNI family's byte kernels (qgemm_bytes_avx512vnni.cc): Q4_K and Q6_K with
+/// vpdpbusd (the same integer sums). Same contract (mr <= 6, a.split filled); enter only on a CPU
 /// with AVX-512 VNNI.
 bool bytes_kernel_type_avx512vnni(DType type);
 void fused_bytes_avx512vnni(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
