@@ -1,7 +1,7 @@
-// Private to kernels/quant/: the AVX-512 few-row byte kernels (Q6_K; Q4_K with VNNI), the contract of
-// qgemm_avx2_bytes.h on whole 16-column tiles (qgemm_bytes_avx512.cc). Used by the AVX-512 and
-// AVX-512 VNNI families for Q6_K calls of at most 6 rows, with the activations split by
-// split_acts_avx2 (the same byte layout).
+// Private to kernels/quant/: the AVX-512 few-row byte kernels, the contract of qgemm_avx2_bytes.h
+// on whole 16-column tiles, with the activations split by split_acts_avx2 (the same byte
+// layout): Q6_K for the AVX-512 family (qgemm_bytes_avx512.cc, vpmaddubsw), Q4_K and Q6_K for
+// the AVX-512 VNNI family (qgemm_bytes_avx512vnni.cc, vpdpbusd); calls of at most 6 rows.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The AVX-512 byte kernels of the quantized GEMM (qgemm_avx2_bytes.h's contract on 512-bit
-// vectors, AVX-512 BW): Q6_K few-row calls, for the AVX-512 and AVX-512 VNNI families.
+// vectors, AVX-512 BW): Q6_K few-row calls, for the AVX-512 family (VNNI: qgemm_bytes_avx512vnni.cc).
 //
 // The AVX2 kernels (qgemm_avx2_bytes.cc) work on half tiles of 8 columns; here one zmm holds
 // a whole tile (16 columns x 2 parities of int16), so each unit's p4 plane vector is one
