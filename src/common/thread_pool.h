@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -51,6 +52,11 @@ class ThreadPool {
   uint64_t wait_for_job(uint64_t seen);
 
   int num_threads_;
+  /// parallel_items' per-thread shares of the items: (next item << 32) | end item.
+  struct alignas(128) Share {
+    std::atomic<uint64_t> front_back{0};
+  };
+  std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> workers_;
   // Job slot: written by the caller before state_ is published (release), read by a worker
   // after it observes the new state (acquire) -- and only by workers that take part in the
