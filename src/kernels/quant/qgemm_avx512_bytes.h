@@ -1,7 +1,8 @@
 // Private to kernels/quant/: the AVX-512 few-row byte kernels, the contract of qgemm_avx2_bytes.h
 // on whole 16-column tiles, with the activations split by split_acts_avx2 (the same byte
 // layout): Q6_K for the AVX-512 family (qgemm_bytes_avx512.cc, vpmaddubsw), Q4_K and Q6_K for
-// the AVX-512 VNNI family (qgemm_bytes_avx512vnni.cc, vpdpbusd); calls of at most 6 rows.
+// the AVX-512 VNNI family (qgemm_bytes_avx512vnni.cc, vpdpbusd); calls of at most 6 rows. One
+// implementation for both: qgemm_avx512_bytes_impl.h.
 #pragma once
 
 #include <cstdint>

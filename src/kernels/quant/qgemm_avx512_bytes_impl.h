@@ -1,0 +1,226 @@
+// Private to qgemm_bytes_avx512.cc and qgemm_bytes_avx512vnni.cc: the AVX-512 few-row byte
+// kernel (qgemm_avx512_bytes.h), written once and instantiated by each file with its own
+// compiler flags (internal linkage, as qgemm_kernels_impl.h).
+//
+// The AVX2 byte kernels' contract (qgemm_avx2_bytes.h) on whole tiles: one zmm holds a tile's
+// 16 columns x 2 parities, so each unit's p4 plane vector is one 64-byte load and every
+// activation broadcast serves all 16 columns. The codes come out as unsigned bytes (Q4_K: two
+// masks and a shift per 64 4-bit codes; Q6_K: the same plus its p2 high bits, where the
+// 16-bit-lane kernel spends up to five shift / mask / or steps per 32), and meet the
+// activation codes split into two signed bytes (split_acts_avx2) in one of two ways:
+//  - kVnni false (AVX-512 BW, Q6_K only): vpmaddubsw into int16, the sub-block's int16 sums
+//    widened by vpmaddwd with its sub-scale (hi: times 64), as the AVX2 kernels;
+//  - kVnni true (VNNI, Q4_K and Q6_K): vpdpbusd sums each group of four products straight into
+//    int32, and lo + (hi << 6) times the sub-scale is added per sub-block.
+// Either way the integer sums are exactly the recipe's (qgemm.h) and the float steps are the
+// other kernels', so y has every family's bits (test_qgemm's family test).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "common/check.h"
+#include "kernels/quant/qgemm_avx2_bytes.h"
+#include "kernels/quant/qgemm_internal.h"
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_* values (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace llmserve::qgemm {
+namespace {
+
+#define LLMS_QINLINE inline __attribute__((always_inline))
+
+LLMS_QINLINE __m512i bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+/// acc += vpdpbusd(w, the 4 signed bytes at p broadcast to every dword), in place (with the
+/// intrinsic GCC 12 copies the accumulator around each instruction; see qgemm_avx512vnni.cc).
+/// Only instantiated for VNNI CPUs (kVnni).
+LLMS_QINLINE void dpbusd_bcast(__m512i& acc, __m512i w, const int8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+}
+
+/// Byte rows a and b (16 columns each) -> 32 int16 lanes (column c: a_c, b_c), sign- or
+/// zero-extended; a == b gives each column's value for both parities.
+template <bool Signed>
+LLMS_QINLINE __m512i byte_pair(const uint8_t* a, const uint8_t* b) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  const __m256i v = _mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y));
+  return Signed ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
+}
+
+/// `MR` rows of Q6_K (kQ6) or Q4_K over one 256-element chunk; see the top of the file.
+template <bool kQ6, bool kVnni, int MR>
+void bytes_kernel_512(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
+                      const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
+  static_assert(kQ6 || kVnni, "Q4_K's byte form pays only with vpdpbusd");
+  constexpr int kUnits = kChunk / kUnit;
+  constexpr int kSubs = kQ6 ? 2 : 1;  // sub-blocks per unit
+  constexpr int kVecs = 4 / kSubs;    // p4 plane vectors per sub-block
+  constexpr int C = kVnni && MR <= 2 ? 2 : 1;  // independent lo / hi accumulator pairs per row
+  LLMS_CHECK(e == kChunk, "bytes_kernel_512: chunk of {} elements", e);
+  const __m512i nib = _mm512_set1_epi16(0x0F0F);
+  const __m512i hi2 = _mm512_set1_epi16(0x3030);
+  const int64_t chunk = k0 / kChunk;
+  __m512 s[MR];
+  const int8_t* sp[MR];
+  const int16_t* bs[MR];             // Q4_K: the min sub-blocks' split code sums (QActs::bsplit)
+  alignas(32) int16_t bsum[MR][16];  // Q6_K: the chunk's 16-element code sums (|.| <= 16 * 2047)
+  #pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    s[r] = _mm512_set1_ps(a.s[(row0 + r) * a.chunks + chunk]);
+    sp[r] = a.split + (row0 + r) * 2 * a.k + 2 * k0;
+    if constexpr (kQ6) {
+      const int32_t* b = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bsum[r]), _mm512_cvtepi32_epi16(_mm512_loadu_si512(b)));
+    } else {
+      bs[r] = a.bsplit + ((row0 + r) * a.chunks + chunk) * 32;
+    }
+  }
+  const int64_t pf_lines = (pf_bytes + 63) / 64;
+  const int64_t per_unit = (pf_lines + kUnits - 1) / kUnits;
+  const uint8_t* pf_next = pf;
+  const uint8_t* const pf_stop = pf + 64 * pf_lines;
+  __m512i bacc[MR];
+  #pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) bacc[r] = _mm512_setzero_si512();
+  for (int u = 0; u < kUnits; ++u) {
+    for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+    #pragma GCC unroll 2
+    for (int sb = 0; sb < kSubs; ++sb) {
+      __m512i lo[MR][C], hi[MR][C];  // int32 (kVnni) or int16 partial sums
+      #pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+        #pragma GCC unroll 2
+        for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm512_setzero_si512();
+      __m512i hb = _mm512_setzero_si512();
+      if constexpr (kQ6) hb = _mm512_loadu_si512(rec + lay.p2 + (2 * u + sb) * 64);
+      #pragma GCC unroll 4
+      for (int iv = 0; iv < kVecs; ++iv) {
+        const int i = sb * kVecs + iv;  // p4 vector of the unit: elements 8 i .. 8 i + 7
+        const __m512i v = _mm512_loadu_si512(rec + lay.p4 + (4 * u + i) * 64);
+        __m512i w02, w13;
+        if constexpr (kQ6) {
+          const __m512i x02 = i % 2 == 0 ? hb : _mm512_slli_epi16(hb, 4);
+          const __m512i x13 = i % 2 == 0 ? _mm512_slli_epi16(hb, 2) : _mm512_srli_epi16(hb, 2);
+          // (v & nib) | (x & hi2) in one ternary-logic op each: imm 0xEA = (A & B) | C.
+          w02 = _mm512_ternarylogic_epi32(v, nib, _mm512_and_si512(x02, hi2), 0xEA);
+          w13 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), nib, _mm512_and_si512(x13, hi2), 0xEA);
+        } else {
+          w02 = _mm512_and_si512(v, nib);
+          w13 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          const int8_t* g = sp[r] + 16 * (4 * u + i);
+          if constexpr (kVnni) {
+            dpbusd_bcast(lo[r][0], w02, g);
+            dpbusd_bcast(hi[r][0], w02, g + 8);
+            dpbusd_bcast(lo[r][C - 1], w13, g + 4);
+            dpbusd_bcast(hi[r][C - 1], w13, g + 12);
+          } else {
+            lo[r][0] = _mm512_add_epi16(lo[r][0], _mm512_maddubs_epi16(w02, bcast4(g)));
+            hi[r][0] = _mm512_add_epi16(hi[r][0], _mm512_maddubs_epi16(w02, bcast4(g + 8)));
+            lo[r][0] = _mm512_add_epi16(lo[r][0], _mm512_maddubs_epi16(w13, bcast4(g + 4)));
+            hi[r][0] = _mm512_add_epi16(hi[r][0], _mm512_maddubs_epi16(w13, bcast4(g + 12)));
+          }
+        }
+      }
+      // The sub-block's scale (Q4_K: one per unit; Q6_K: two).
+      const uint8_t* scp = rec + lay.sub + (kSubs * u + sb) * kTileCols;
+      if constexpr (kVnni) {
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scp)));
+        #pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          __m512i l = lo[r][0], h = hi[r][0];
+          if constexpr (C == 2) {
+            l = _mm512_add_epi32(l, lo[r][1]);
+            h = _mm512_add_epi32(h, hi[r][1]);
+          }
+          const __m512i isum = _mm512_add_epi32(l, _mm512_slli_epi32(h, kSplitShift));
+          bacc[r] = _mm512_add_epi32(bacc[r], _mm512_mullo_epi32(isum, sc));
+        }
+      } else {
+        const __m512i sc = byte_pair<true>(scp, scp);
+        const __m512i sc_hi = _mm512_slli_epi16(sc, kSplitShift);
+        #pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+          bacc[r] = _mm512_add_epi32(bacc[r], _mm512_add_epi32(_mm512_madd_epi16(lo[r][0], sc),
+                                                               _mm512_madd_epi16(hi[r][0], sc_hi)));
+      }
+    }
+  }
+  // The super-block's float steps, exactly as the other kernels': d * s on the integer sum,
+  // then for Q4_K dm * s on the min term sum_j min_j * bsum_j (bsum split hi * 512 + lo).
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + lay.d)));
+  if constexpr (kQ6) {
+    // isum = sum sc * code * a - 32 * sum_s sc_s * bsum_s (exact modulo 2^32; the true isum
+    // fits int32: qformat.h act_qmax).
+    __m512i sp2[8];
+    #pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p)
+      sp2[p] = byte_pair<true>(rec + lay.sub + 2 * p * kTileCols, rec + lay.sub + (2 * p + 1) * kTileCols);
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      __m512i off = _mm512_setzero_si512();
+      #pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) off = _mm512_add_epi32(off, _mm512_madd_epi16(sp2[p], bcast4(bsum[r] + 2 * p)));
+      const __m512i isum = _mm512_sub_epi32(bacc[r], _mm512_slli_epi32(off, 5));
+      float* f = facc + r * kTileCols;
+      _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, s[r]), _mm512_loadu_ps(f)));
+    }
+  } else {
+    const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + lay.dm)));
+    __m512i mp[4];
+    #pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p)
+      mp[p] = byte_pair<false>(rec + lay.min + 2 * p * kTileCols, rec + lay.min + (2 * p + 1) * kTileCols);
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      __m512i mlo = _mm512_setzero_si512(), mhi = _mm512_setzero_si512();
+      #pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        mlo = _mm512_add_epi32(mlo, _mm512_madd_epi16(mp[p], bcast4(bs[r] + 2 * p)));
+        mhi = _mm512_add_epi32(mhi, _mm512_madd_epi16(mp[p], bcast4(bs[r] + 16 + 2 * p)));
+      }
+      const __m512i mn = _mm512_add_epi32(mlo, _mm512_slli_epi32(mhi, 9));
+      float* f = facc + r * kTileCols;
+      __m512 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(bacc[r]), _mm512_mul_ps(d, s[r]), _mm512_loadu_ps(f));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, s[r]), acc);
+      _mm512_storeu_ps(f, acc);
+    }
+  }
+}
+
+/// QKernels::fused for the byte types of one family (mr <= 6): Q6_K, and Q4_K when kVnni.
+template <bool kVnni>
+void fused_bytes_512(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                     const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
+                     int64_t pf_bytes) {
+  const bool q6 = type == DType::kQ6_K;
+  LLMS_CHECK(q6 || (kVnni && type == DType::kQ4_K), "AVX-512 byte kernel: {}", dtype_name(type));
+  switch (mr) {
+#define LLMS_BYTES(R)                                                                                \
+  case R:                                                                                            \
+    if (q6) return bytes_kernel_512<true, kVnni, R>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);   \
+    if constexpr (kVnni) return bytes_kernel_512<false, true, R>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes); \
+    break;
+    LLMS_BYTES(1) LLMS_BYTES(2) LLMS_BYTES(3) LLMS_BYTES(4) LLMS_BYTES(5) LLMS_BYTES(6)
+#undef LLMS_BYTES
+    default: break;
+  }
+  LLMS_CHECK(false, "AVX-512 byte kernel: mr {}", mr);
+}
+
+#undef LLMS_QINLINE
+
+}  // namespace
+}  // namespace llmserve::qgemm
