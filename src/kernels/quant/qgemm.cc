@@ -2,9 +2,9 @@
 // activation quantization, work items and threads, mixed-type parts, SwiGLU, accumulation
 // and epilogues.
 //
-// Work items are (row block of about kRowBlock rows, whole micro-kernel calls) x (group of tiles: 16-column units,
-// as many as the epilogue's column alignment needs), taken from a shared counter by every
-// pool thread. For each tile of an item, every chunk's record is decoded once into an L1
+// Work items are (row block of about kRowBlock rows in whole micro-kernel calls) x (group of
+// tiles: 16-column units, as many as the epilogue's column alignment needs), handed to the
+// pool's threads in contiguous shares (ThreadPool::parallel_items). For each tile of an item, every chunk's record is decoded once into an L1
 // buffer of int16 weights and then multiplied into all rows of the block, MR rows at a time;
 // the float accumulators of the block's rows x 16 columns live in a per-thread buffer. A row's
 // result does not depend on the block, the item or the thread (qgemm.h), so all of these are

@@ -267,34 +267,14 @@ void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const Til
   }
 }
 
-template <class V, int BlockElems, int MinSub, bool StoredMins>
-void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
-                const TileBufs* tb) {
-  static_assert(V::kMaxMr >= 1 && V::kMaxMr <= 8);
-  if (nt == 2 && V::kPairTiles) {
-    // Both tiles per call at every row count (a row block's last, partial call too).
-    switch (mr) {
-#define LLMS_QMR2(R)                                                                           \
-  case R:                                                                                      \
-    if constexpr (R <= V::kMaxMr)                                                              \
-      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R, 2>(a, row0, k0, e, tb);         \
-    break;
-      LLMS_QMR2(1) LLMS_QMR2(2) LLMS_QMR2(3) LLMS_QMR2(4) LLMS_QMR2(5) LLMS_QMR2(6)
-      LLMS_QMR2(7) LLMS_QMR2(8)
-#undef LLMS_QMR2
-      default: break;
-    }
-    LLMS_CHECK(false, "qgemm chunk: mr {} > {}", mr, V::kMaxMr);
-  }
-  if (nt == 2) {
-    for (int t = 0; t < 2; ++t) chunk_rows<V, BlockElems, MinSub, StoredMins>(mr, 1, a, row0, k0, e, tb + t);
-    return;
-  }
+/// chunk_kernel for a run-time row count mr (1 <= mr <= kMaxMr) over NT tiles.
+template <class V, int BlockElems, int MinSub, bool StoredMins, int NT>
+void chunk_mr(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const TileBufs* tb) {
   switch (mr) {
 #define LLMS_QMR(R)                                                                            \
   case R:                                                                                      \
     if constexpr (R <= V::kMaxMr)                                                              \
-      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R, 1>(a, row0, k0, e, tb);         \
+      return chunk_kernel<V, BlockElems, MinSub, StoredMins, R, NT>(a, row0, k0, e, tb);        \
     break;
     LLMS_QMR(1) LLMS_QMR(2) LLMS_QMR(3) LLMS_QMR(4) LLMS_QMR(5) LLMS_QMR(6) LLMS_QMR(7)
     LLMS_QMR(8)
@@ -302,6 +282,16 @@ void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_
     default: break;
   }
   LLMS_CHECK(false, "qgemm chunk: mr {} > {}", mr, V::kMaxMr);
+}
+
+template <class V, int BlockElems, int MinSub, bool StoredMins>
+void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                const TileBufs* tb) {
+  static_assert(V::kMaxMr >= 1 && V::kMaxMr <= 8);
+  // Both tiles per call at every row count (a row block's last, partial call too) where the
+  // ISA pairs tiles; else one tile at a time.
+  if (nt == 2 && V::kPairTiles) return chunk_mr<V, BlockElems, MinSub, StoredMins, 2>(mr, a, row0, k0, e, tb);
+  for (int t = 0; t < nt; ++t) chunk_mr<V, BlockElems, MinSub, StoredMins, 1>(mr, a, row0, k0, e, tb + t);
 }
 
 template <class V>
