@@ -89,6 +89,7 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
     : command_line_(std::move(command_line)) {
   cmd_ = app.add_subcommand(
       "bench", "Benchmark the engine in-process (MODEL) or a server (bench serve --url URL)");
+  config_.cache.kv_cache_prefault = true;  // measure as a warmed-up server runs
   add_engine_flags(*cmd_, config_, flags_);  // MODEL is needed only without `serve`
   add_workload_flags(*cmd_);
   cmd_->add_option("--timeline", timeline_path_,

@@ -107,6 +107,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
                c.cache.enable_prefix_caching,
                "Automatic prefix caching: full KV blocks are shared across requests with the "
                "same token prefix and kept after use until evicted (default: on)");
+  app.add_flag("--kv-cache-prefault,!--no-kv-cache-prefault", c.cache.kv_cache_prefault,
+               fmt::format("Commit the KV blocks a full batch can hold at start-up (written once), "
+                           "not on first use under a request (default: {})",
+                           c.cache.kv_cache_prefault ? "on" : "off"));
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
                  "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB)");
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
@@ -231,9 +235,15 @@ Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v, bool mode
 Status reject_unused_flags(const EngineFlagValues& v, std::initializer_list<const char*> flags,
                            const char* command) {
   if (v.app == nullptr) return Status::Ok();
-  for (const char* flag : flags)
-    if (v.app->count(flag) > 0)
-      return InvalidArgument("{} has no effect on 'llmserve {}'", flag, command);
+  for (const char* flag : flags) {
+    if (v.app->count(flag) == 0) continue;
+    // A flag with a negation (--x / --no-x) is named by both spellings: count() cannot tell
+    // which one was given.
+    std::string names;
+    if (const CLI::Option* opt = v.app->get_option_no_throw(flag); opt != nullptr)
+      for (const std::string& n : opt->get_lnames()) names += (names.empty() ? "--" : " / --") + n;
+    return InvalidArgument("{} has no effect on 'llmserve {}'", names.empty() ? flag : names, command);
+  }
   return Status::Ok();
 }
 

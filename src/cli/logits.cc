@@ -52,7 +52,8 @@ int LogitsCommand::run() {
                    "--max-delay-ms", "--prefill-policy", "--scheduling-policy", "--seed",
                    "--kv-cache-memory", "--num-kv-blocks", "--generation-config",
                    "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-                   "--enable-prefix-caching", "--no-enable-prefix-caching"},
+                   "--enable-prefix-caching", "--no-enable-prefix-caching",
+                   "--kv-cache-prefault", "--no-kv-cache-prefault"},
           "logits");
       !st.ok())
     return fail(st);

@@ -28,6 +28,7 @@ constexpr double kForcedExitGraceSeconds = 15;
 
 ServeCommand::ServeCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  config_.cache.kv_cache_prefault = true;  // a long-running server commits its KV up front
   add_engine_flags(*cmd_, config_, flags_);
   cmd_->add_option("--host", host_, "Address to listen on")->capture_default_str();
   cmd_->add_option("--port", port_, "TCP port (0 = any free port)")->capture_default_str();

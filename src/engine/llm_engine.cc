@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
 #include <string_view>
@@ -199,6 +200,15 @@ Status EngineCore::init(const EngineConfig& config) {
   LLMS_ASSIGN_OR_RETURN(runner_, ModelRunner::create(std::move(model), std::move(attention),
                                                      config_.cache.num_kv_blocks, bs, kv_dtype,
                                                      pool_.get(), static_cast<int32_t>(num_sliding_blocks)));
+  if (config_.cache.kv_cache_prefault) {
+    const int64_t batch_blocks = int64_t{config_.scheduler.max_num_seqs} * kv_blocks_needed(max_model_len_);
+    const auto blocks = static_cast<int32_t>(std::min<int64_t>(num_blocks, batch_blocks));
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t bytes = runner_->prefault_kv_cache(blocks);
+    spdlog::info("KV cache: {} of {} blocks ({:.1f} MiB) committed at start-up in {:.2f} s "
+                 "(--no-kv-cache-prefault: on first use)", blocks, num_blocks, bytes / 1048576.0,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   // Weight tensors (2-D and up) per dtype, and the GEMM kernels they run on.
   std::map<std::string_view, int> by_type;
   bool any_quantized = false, any_float = false;

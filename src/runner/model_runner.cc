@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/check.h"
 
@@ -80,6 +81,34 @@ Status ModelRunner::allocate_kv_cache() {
     kv_layers_.push_back({tensors[0], spec.v_shares_k ? tensors[0] : tensors[1], kv_dtype_});
   }
   return Status::Ok();
+}
+
+int64_t ModelRunner::prefault_kv_cache(int32_t num_blocks) {
+  const ModelConfig& c = model_->config();
+  const KvCacheSpec spec = c.kv_cache_spec();
+  const size_t block_bytes = size_t(block_size_) * spec.num_heads * spec.head_size * dtype_size(kv_dtype_);
+  // Pieces of at most one huge page, so the threads share the faults evenly.
+  std::vector<std::pair<char*, size_t>> pieces;
+  int64_t total = 0;
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const int32_t pool_blocks = num_sliding_blocks_ > 0 && c.layer_window(l) > 0 ? num_sliding_blocks_ : num_blocks_;
+    const size_t bytes = size_t(std::clamp(num_blocks, 0, pool_blocks)) * block_bytes;
+    const KVCacheLayer& kv = kv_layers_[l];
+    const int tensors = kv.v == kv.k ? 1 : 2;  // MLA: one latent tensor
+    for (int i = 0; i < tensors; ++i) {
+      char* t = static_cast<char*>(i == 0 ? kv.k : kv.v);
+      for (size_t off = 0; off < bytes; off += kHugePage)
+        pieces.push_back({t + off, std::min(kHugePage, bytes - off)});
+      total += static_cast<int64_t>(bytes);
+    }
+  }
+  auto touch = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) std::memset(pieces[i].first, 0, pieces[i].second);
+  };
+  const auto n = static_cast<int64_t>(pieces.size());
+  if (pool_ != nullptr) pool_->parallel_for(n, touch);
+  else touch(0, n);
+  return total;
 }
 
 ModelRunner::~ModelRunner() {

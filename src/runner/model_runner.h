@@ -45,6 +45,12 @@ class ModelRunner {
   /// KV bytes one block takes across all layers (K and V, or MLA's latent) in kv_dtype.
   static int64_t kv_bytes_per_block(const ModelConfig& c, int32_t block_size, DType kv_dtype);
 
+  /// Writes zeros over blocks [0, num_blocks) of every layer's KV tensors (a sliding pool's:
+  /// at most its own count), split over the pool's threads, so their pages are committed now
+  /// rather than on first use (CacheConfig::kv_cache_prefault). The contents stay zero, as
+  /// the fresh mapping's. Returns the bytes written.
+  int64_t prefault_kv_cache(int32_t num_blocks);
+
   /// One forward pass over every scheduled token. The returned logits stay valid until the
   /// next call.
   const StepLogits& execute(const SchedulerOutput& out);

@@ -188,6 +188,10 @@ TEST_F(CliBadModel, BadFlagValues) {
   // logits runs token ids through the model: a tokenizer would have no effect.
   r = run_llmserve("logits " + bin_model_args() + " --token-ids 1,2 --out /tmp/x.npy");
   expect_one_line_error(r, "--tokenizer has no effect on 'llmserve logits'");
+  // ... nor would committing a KV pool that is exactly the prompt's blocks.
+  r = run_llmserve("logits " + quote(testing::stories_bin()) +
+                   " --token-ids 1,2 --out /tmp/x.npy --no-kv-cache-prefault");
+  expect_one_line_error(r, "--kv-cache-prefault / --no-kv-cache-prefault has no effect on 'llmserve logits'");
   r = run_llmserve("generate " + bin_model_args() + " --prompt hi --block-size 0");
   expect_one_line_error(r, "--block-size");
 }

@@ -130,6 +130,17 @@ TEST(Serve, ListensOnLoopbackByDefault) {
   p.signal(SIGTERM);
   EXPECT_EQ(p.wait_exit(30), 0);
   EXPECT_NE(p.log().find("method=GET path=/health status=200"), std::string::npos) << p.log();
+  // The KV blocks a full batch can hold were committed before it listened (default
+  // --kv-cache-prefault): stories260K's 512-token context x 128 sequences = 4096 blocks.
+  EXPECT_NE(p.log().find("KV cache: 4096 of "), std::string::npos) << p.log();
+}
+
+TEST(Serve, NoKvCachePrefaultCommitsOnFirstUse) {
+  ServeProcess p({"--no-kv-cache-prefault"});
+  ASSERT_GT(p.port(), 0);
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait_exit(30), 0);
+  EXPECT_EQ(p.log().find("committed at start-up"), std::string::npos) << p.log();
 }
 
 TEST(Serve, ApiKeyFromEnvironmentOrFlag) {
