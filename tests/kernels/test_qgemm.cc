@@ -1,8 +1,9 @@
 // The fast quantized GEMM (kernels/quant/qgemm.h: repacked tiles, integer activations, SIMD
 // micro-kernels) against its obviously-correct twin, the scalar recipe reference
 // gemm_quant_recipe_ref, bit for bit: every type, every kernel family this CPU runs (AVX2,
-// AVX-512, AVX-512 VNNI), odd shapes (M = 1 .. 130, N not a multiple of 16, K with a short last
-// chunk), with and without a pool, store / accumulate / epilogue / SwiGLU / mixed-type parts.
+// AVX-512, AVX-512 VNNI), odd shapes (M = 1 .. 260, i.e. two row blocks; N not a multiple of
+// 16; K with a short last chunk), with and without a pool, store / accumulate / epilogue /
+// SwiGLU / mixed-type parts.
 // And the recipe against the exact arithmetic of the stored weights (dequantize, float GEMM):
 // within the activation quantization's bound.
 #include <gtest/gtest.h>
@@ -68,7 +69,7 @@ TEST_P(QGemm, EveryKernelFamilyMatchesTheRecipeReferenceBitForBit) {
   for (int64_t k : k_values(type))
     for (int64_t n : {1, 13, 16, 37}) {
       QuantWeight q = make_weight(type, n, k, seed++);
-      for (int64_t m : {1, 2, 3, 4, 5, 6, 8, 9, 17, 130}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 8, 9, 17, 260}) {
         const auto x = random_vec(static_cast<size_t>(m * k), seed++);
         std::vector<float> want(static_cast<size_t>(m * n));
         gemm_quant_recipe_ref(x.data(), m, q.w, want.data());
@@ -166,7 +167,7 @@ TEST_P(QGemm, GroupedCallsGiveTheSingleCallsBits) {
   const DType type = GetParam();
   const int64_t k = dtype_block_elems(type) == 256 ? 512 : 288;
   ThreadPool pool(2);
-  const int64_t rows[] = {1, 0, 7, 130, 2};
+  const int64_t rows[] = {1, 0, 7, 260, 2};
   std::vector<QuantWeight> ws, gus;
   std::vector<WeightMatrix> w, gu;
   for (int i = 0; i < 5; ++i) {

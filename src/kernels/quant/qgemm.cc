@@ -33,7 +33,10 @@ namespace {
 
 using namespace qgemm;
 
-constexpr int64_t kRowBlock = 128;  // rows per work item, about (row_block; accumulators ~8 KiB)
+/// Rows per work item, about (row_block): each tile of an item is decoded once per row block,
+/// so longer blocks spread that over more rows (256 vs 128: m = 512 calls 2-8 % faster in
+/// bench_qgemm, VNNI; 512 no better); a tile's float accumulators take 16 KiB.
+constexpr int64_t kRowBlock = 256;
 /// How far ahead (at least; two records for large ones) few-row calls prefetch W.
 constexpr int64_t kPrefetchBytes = 4096;
 
@@ -54,8 +57,8 @@ const QKernels& kernels() { return active_kernels(); }
 
 /// Rows per row block of an m-row call: m split into ceil(m / kRowBlock) near-equal blocks,
 /// each rounded up to whole micro-kernel calls (max_mr rows), so only the last block can end
-/// in a partial call (512 rows at max_mr 6: 132, 132, 132, 116; blocks of 128 rows each
-/// ended in a 2-row call).
+/// in a partial call (512 rows at max_mr 6: 258, 254; blocks of 256 rows each would end in a
+/// 4-row call).
 int64_t row_block(int64_t m) {
   const int64_t mr = kernels().max_mr;
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
