@@ -6,11 +6,25 @@
 
 namespace llmserve {
 
+/// The first index of the largest logit (NaNs never win; a NaN logits[0] gives 0: nothing
+/// compares above it, and no logit equals it), as the plain loop
+/// `if (logits[i] > logits[best]) best = i` does. Two passes: the maximum over
+/// eight independent chains, then the first index holding it -- the plain loop's chain runs
+/// through a load of logits[best] per element (~6 cycles each: 1.7 ms per step of 32 greedy
+/// decodes over a 32000-token vocabulary).
 static int32_t argmax(const float* logits, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return best;
+  constexpr int kChains = 8;
+  float m[kChains];
+  for (float& v : m) v = logits[0];
+  int32_t i = 1;
+  for (; i + kChains <= n; i += kChains)
+    for (int j = 0; j < kChains; ++j) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+  for (; i < n; ++i) m[0] = logits[i] > m[0] ? logits[i] : m[0];
+  float best = m[0];
+  for (int j = 1; j < kChains; ++j) best = m[j] > best ? m[j] : best;
+  for (i = 0; i < n; ++i)
+    if (logits[i] == best) return i;
+  return 0;  // unreachable: best is one of the logits
 }
 
 TokenLogprobs compute_logprobs(const float* logits, int32_t vocab_size, int32_t token, int32_t k,

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <random>
+#include <vector>
 
 #include "sampling/sampler.h"
 
@@ -17,6 +20,32 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   p.temperature = 0;
   std::mt19937_64 rng(1);
   EXPECT_EQ(sample_token(logits, 5, p, rng, scratch), 1);
+}
+
+// Greedy against its obviously-correct twin, the plain loop (first index of the largest
+// logit; NaNs never win; a NaN first logit gives 0), on short and vocabulary-sized rows
+// full of ties, signed zeros, infinities and NaNs.
+TEST(Sampler, GreedyMatchesThePlainArgmaxLoop) {
+  auto plain = [](const std::vector<float>& l) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < static_cast<int32_t>(l.size()); ++i)
+      if (l[i] > l[best]) best = i;
+    return best;
+  };
+  const float pool[] = {0.0f, -0.0f, 1.5f, -2.0f, 3.0f, 3.0f, INFINITY, -INFINITY, NAN, 7.25f};
+  std::mt19937_64 gen(3);
+  SamplingParams p;
+  p.temperature = 0;
+  std::mt19937_64 rng(1);
+  for (int32_t n : {1, 2, 7, 8, 9, 16, 17, 33, 32000}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> l(n);
+      // Few distinct values per row (ties everywhere), sometimes none of the large ones.
+      const size_t span = 1 + gen() % std::size(pool);
+      for (float& v : l) v = pool[gen() % span];
+      ASSERT_EQ(sample_token(l.data(), n, p, rng, scratch), plain(l)) << "n " << n << " trial " << trial;
+    }
+  }
 }
 
 TEST(Sampler, TopKOneIsGreedy) {
