@@ -242,7 +242,7 @@ BENCHMARK(BM_Prefill)->Apply(PrefillArgs)->Unit(benchmark::kMillisecond)->UseRea
 // decode tokens through the prefill kernel; 1 "flash-split": dedicated decode kernel with
 // flash-decoding splits, not batch-invariant), sequences (32 or 1), context (4096 each; and
 // 128 for one sequence: a short chat's decode, where waking the pool is weighed against the
-// work).
+// work; 160 for 32 sequences).
 // Rows with the same dtype/isa/seqs are a flash vs flash-split pair: the ratio is the cost of
 // batch invariance on decode attention.
 void BM_DecodePaged(benchmark::State& state) {
@@ -314,6 +314,10 @@ void DecodeArgs(benchmark::internal::Benchmark* bm) {
         for (int split : {1, 0}) bm->Args({dt, isa, split, seqs, 4096});
   for (int isa : {0, 1})
     for (int split : {1, 0}) bm->Args({0, isa, split, 1, 128});
+  // 32 short chats decoding together (the serving benchmark's 130 + 64 tokens): per-item
+  // set-up weighs as much as the context.
+  for (int isa : {0, 1})
+    for (int split : {1, 0}) bm->Args({0, isa, split, 32, 160});
 }
 BENCHMARK(BM_DecodePaged)->Apply(DecodeArgs)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 

@@ -330,10 +330,13 @@ void prefill(const PrefillTile& t, float* scratch) {
     }
     for (int64_t i = 0; i < static_cast<int64_t>(Rp) * hdp; ++i) o[i] = 0.0f;
     if (packed) {
+      // Lane-major, so `lane / RR` is divided once per lane, not per element (an integer
+      // division per element took most of a 32-sequence decode step's attention).
       float* qpk = scratch + y.qpk + h * y.qpk_head;
-      for (int32_t d = 0; d < hd; ++d)
-        for (int32_t lane = 0; lane < L; ++lane)
-          qpk[d * L + lane] = qt[static_cast<int64_t>(d) * Rp + lane / RR];
+      for (int32_t lane = 0; lane < L; ++lane) {
+        const float* src = qt + lane / RR;  // query row lane / RR of Q^T
+        for (int32_t d = 0; d < hd; ++d) qpk[d * L + lane] = src[static_cast<int64_t>(d) * Rp];
+      }
     }
   }
   if (packed) {  // lanes past G of the scores are never computed: keep them finite
