@@ -43,7 +43,14 @@ struct Avx2Q {
     std::memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
   }
-  static iv madd_acc(iv acc, iv w, iv a) { return _mm256_add_epi32(acc, _mm256_madd_epi16(w, a)); }
+  // vpmaddwd + vpaddd through asm with an in-place accumulator: with the intrinsics GCC 12
+  // computes each sum into a fresh register and copies it back (a vmovdqa per accumulator and
+  // k-pair in the micro-kernel's inner loop), as qgemm_avx512vnni.cc says of vpdpwssd.
+  static iv madd_acc(iv acc, iv w, iv a) {
+    iv t;
+    __asm__("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(t) : "x"(w), "x"(a));
+    return acc;
+  }
   /// 8 int8 sub-scales (8 columns) -> 16 int16 lanes, each column's scale for both parities.
   static iv scale_row(const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
