@@ -56,11 +56,11 @@ std::atomic<const QKernels*> g_override{nullptr};
 const QKernels& kernels() { return active_kernels(); }
 
 /// Rows per row block of an m-row call: m split into ceil(m / kRowBlock) near-equal blocks,
-/// each rounded up to whole micro-kernel calls (max_mr rows), so only the last block can end
-/// in a partial call (512 rows at max_mr 6: 258, 254; blocks of 256 rows each would end in a
+/// each rounded up to whole micro-kernel calls (chunk_mr rows), so only the last block can end
+/// in a partial call (512 rows at chunk_mr 6: 258, 254; blocks of 256 rows each would end in a
 /// 4-row call).
 int64_t row_block(int64_t m) {
-  const int64_t mr = kernels().max_mr;
+  const int64_t mr = kernels().chunk_mr;
   const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   const int64_t per = (m + blocks - 1) / blocks;
   return (per + mr - 1) / mr * mr;
@@ -200,14 +200,19 @@ void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t 
       kr.decode(p.type, p.record(tile + i, c), p.layout(c), e, const_cast<int16_t*>(tb[i].wbuf),
                 const_cast<float*>(tb[i].d), const_cast<float*>(tb[i].dm),
                 const_cast<int16_t*>(tb[i].mins));
-    for (int64_t r = m0; r < m1; r += kr.max_mr) {
-      const int mr = static_cast<int>(std::min<int64_t>(kr.max_mr, m1 - r));
+    // The block's rows in as few micro-kernel calls as chunk_mr allows, split evenly
+    // (8 rows at chunk_mr 6: 4 + 4, not 6 + 2).
+    const int64_t calls = (m1 - m0 + kr.chunk_mr - 1) / kr.chunk_mr;
+    for (int64_t call = 0, r = m0; call < calls; ++call) {
+      const int64_t left = calls - call;
+      const int mr = static_cast<int>((m1 - r + left - 1) / left);
       TileBufs at[2];
       for (int i = 0; i < nt; ++i) {
         at[i] = tb[i];
         at[i].facc = facc[i] + (r - m0) * kTileCols;
       }
       kr.chunk(p.type, mr, nt, a, r, c * kChunk, e, at);
+      r += mr;
     }
   }
 }

@@ -1,5 +1,5 @@
 // The quantized GEMM's kernels for the x86-64-v3 baseline (AVX2 + FMA + F16C): 16-bit lanes
-// in ymm registers, vpmaddwd + vpaddd, a 4-row x 16-column micro-kernel (8 int32 accumulators);
+// in ymm registers, vpmaddwd + vpaddd, a 6-row x 16-column micro-kernel (12 int32 accumulators);
 // few-row calls on Q4_K / Q6_K go to the byte kernels (qgemm_avx2_bytes.h).
 #include <immintrin.h>
 
@@ -20,7 +20,8 @@ struct Avx2Q {
   static constexpr int kHalves = 2;
   static constexpr int kCols = 8;
   static constexpr bool kPairTiles = false;  // chunk kernel over two tiles at once
-  static constexpr int kMaxMr = 4;
+  static constexpr int kMaxMr = 4;    // the byte kernels' row counts
+  static constexpr int kChunkMr = 6;  // 12 accumulators + 2 weights + broadcast + product
 
   static iv load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   static void store(void* p, iv v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }

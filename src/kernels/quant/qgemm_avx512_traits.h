@@ -25,6 +25,7 @@ struct Avx512Q {
   static constexpr int kCols = 16;
   static constexpr bool kPairTiles = true;  // chunk kernel over two tiles at once
   static constexpr int kMaxMr = 6;
+  static constexpr int kChunkMr = 6;
 
   static iv load(const void* p) { return _mm512_loadu_si512(p); }
   static void store(void* p, iv v) { _mm512_storeu_si512(p, v); }

@@ -109,7 +109,8 @@ struct TileBufs {
 /// What one ISA provides.
 struct QKernels {
   const char* name;
-  int max_mr;  // rows per micro-kernel call
+  int max_mr;    // most rows of a `fused` call (few-row calls)
+  int chunk_mr;  // rows per `chunk` call (the large-M micro-kernel)
   /// Step 1 for rows [r0, r1) of x (row stride a.k).
   void (*quantize)(const float* x, int64_t r0, int64_t r1, const QActs& a);
   /// Decodes the record of (tile, chunk) with `e` elements into int16 weights
@@ -118,7 +119,7 @@ struct QKernels {
   /// (stored mins only).
   void (*decode)(DType type, const uint8_t* record, const RecordLayout& lay, int64_t e,
                  int16_t* wbuf, float* d, float* dm, int16_t* mins);
-  /// Step 2 for `mr` rows (mr <= max_mr) over one chunk of `e` elements starting at K
+  /// Step 2 for `mr` rows (mr <= chunk_mr) over one chunk of `e` elements starting at K
   /// offset k0, for `nt` (1 or 2) tiles decoded by `decode`: each tile's facc accumulates
   /// every scale block of the chunk. Two tiles share each activation broadcast.
   void (*chunk)(DType type, int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,

@@ -6,7 +6,8 @@
 //   iv / fv                      integer / float vector types
 //   kHalves                      vectors per tile row of 32 int16 lanes (AVX2 2, AVX-512 1)
 //   kCols                        columns per int32 / float vector (16 / kHalves)
-//   kMaxMr                       rows per micro-kernel call
+//   kMaxMr                       most rows per fused (few-row) call
+//   kChunkMr                     rows per chunk micro-kernel call
 //   load, store, zero, set1_16, set1_32, and_, or_, sub16, mullo16, add32, mullo32,
 //   srli<S>, slli<S> (16-bit lanes), lut (pshufb), bcast_pair, madd_acc, scale_row, p8_row,
 //   min_row, load32 / store32, cvt (int32 -> float), halves_row (fp16 -> float), loadf,
@@ -267,13 +268,13 @@ void chunk_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const Til
   }
 }
 
-/// chunk_kernel for a run-time row count mr (1 <= mr <= kMaxMr) over NT tiles.
+/// chunk_kernel for a run-time row count mr (1 <= mr <= kChunkMr) over NT tiles.
 template <class V, int BlockElems, int MinSub, bool StoredMins, int NT>
 void chunk_mr(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const TileBufs* tb) {
   switch (mr) {
 #define LLMS_QMR(R)                                                                            \
   case R:                                                                                      \
-    if constexpr (R <= V::kMaxMr)                                                              \
+    if constexpr (R <= V::kChunkMr)                                                            \
       return chunk_kernel<V, BlockElems, MinSub, StoredMins, R, NT>(a, row0, k0, e, tb);        \
     break;
     LLMS_QMR(1) LLMS_QMR(2) LLMS_QMR(3) LLMS_QMR(4) LLMS_QMR(5) LLMS_QMR(6) LLMS_QMR(7)
@@ -281,13 +282,13 @@ void chunk_mr(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const
 #undef LLMS_QMR
     default: break;
   }
-  LLMS_CHECK(false, "qgemm chunk: mr {} > {}", mr, V::kMaxMr);
+  LLMS_CHECK(false, "qgemm chunk: mr {} > {}", mr, V::kChunkMr);
 }
 
 template <class V, int BlockElems, int MinSub, bool StoredMins>
 void chunk_rows(int mr, int nt, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                 const TileBufs* tb) {
-  static_assert(V::kMaxMr >= 1 && V::kMaxMr <= 8);
+  static_assert(V::kChunkMr >= 1 && V::kChunkMr <= 8 && V::kMaxMr >= 1 && V::kMaxMr <= 8);
   // Both tiles per call at every row count (a row block's last, partial call too) where the
   // ISA pairs tiles; else one tile at a time.
   if (nt == 2 && V::kPairTiles) return chunk_mr<V, BlockElems, MinSub, StoredMins, 2>(mr, a, row0, k0, e, tb);
@@ -538,7 +539,7 @@ void quantize(const float* x, int64_t r0, int64_t r1, const QActs& a) {
 
 template <class V>
 const QKernels& make_kernels(const char* name) {
-  static const QKernels k{name, V::kMaxMr, quantize<V>, decode<V>, chunk<V>, fused<V>};
+  static const QKernels k{name, V::kMaxMr, V::kChunkMr, quantize<V>, decode<V>, chunk<V>, fused<V>};
   return k;
 }
 
@@ -561,7 +562,7 @@ void fused_with_bytes(DType type, int mr, const QActs& a, int64_t row0, int64_t 
 template <class V, bool (*BytesType)(DType), FusedFn BytesFused,
           void (*Split)(const QActs&, int64_t, int64_t)>
 const QKernels& make_kernels_with_bytes(const char* name) {
-  static const QKernels k{name,     V::kMaxMr, quantize<V>, decode<V>, chunk<V>,
+  static const QKernels k{name,     V::kMaxMr, V::kChunkMr, quantize<V>, decode<V>, chunk<V>,
                           fused_with_bytes<V, BytesType, BytesFused>, BytesType, Split};
   return k;
 }
