@@ -13,7 +13,9 @@ const QuantTraits& quant_traits(DType type) {
   //                               elems bits off  codebook sub   min   act_qmax
   static constexpr QuantTraits kQ4_0{32, 4, 8, false, false, 0, 32767};
   static constexpr QuantTraits kQ4_1{32, 4, 0, false, false, 32, 32767};
-  static constexpr QuantTraits kQ5_0{32, 5, 16, false, false, 0, 32767};
+  // Q5_0: 12 bits (4095), so that its few-row byte kernels' int16 sums of eight code x
+  // split-activation pairs stay exact (qgemm_avx2_bytes.h); still 16x finer than llama.cpp's.
+  static constexpr QuantTraits kQ5_0{32, 5, 16, false, false, 0, 4095};
   static constexpr QuantTraits kQ5_1{32, 5, 0, false, false, 32, 32767};
   static constexpr QuantTraits kQ8_0{32, 8, 0, false, false, 0, 32767};
   static constexpr QuantTraits kIQ4_NL{32, 4, 0, true, false, 0, 32767};

@@ -24,7 +24,7 @@ inline constexpr int kUnit = 32;        // K elements per decode unit (16 k-pair
 ///  - p2 (2-bit codes: Q2_K, Q3_K's low bits, Q6_K's high bits): unit of 16 elements, bits
 ///    2 j..2 j + 1 = element k0 + 2 j + p (Q6_K: bits q6_hi_shift(j) .. + 1 instead);
 ///  - p1 (1-bit: Q5_x's fifth bit, Q3_K's hmask bit): unit of 32 elements, bit j = element
-///    k0 + 2 j + p;
+///    k0 + 2 j + p (Q5_x: bit q5_hi_bit(j) instead);
 ///  - p8 (Q8_0): unit of 2 elements, 32 bytes, byte l = element k0 + p of column c.
 /// Then fp16 d[blocks][16], fp16 dm[blocks][16] (types with a min), int8 sub-scales
 /// [e / sub_elems][16], uint8 mins [e / min_sub][16] (K-quants with mins).
@@ -36,6 +36,12 @@ constexpr int q6_hi_shift(int j) {
   constexpr int kShift[8] = {4, 2, 12, 10, 0, 6, 8, 14};
   return kShift[j];
 }
+
+/// Bit position of the fifth bit of k-pair j (0..15) of a Q5_x p1 unit in its lane word: the
+/// k-pairs 4 i + (0, 1, 2, 3) of p4 vector i at bits i, 4 + i, 8 + i, 12 + i, so that one
+/// shift (left by 4 - i for nibbles 0 and 2, right by i for 1 and 3) and one mask put them at
+/// bit 4 of the bytes that vpand 0x0F0F extracts from the vector's words (qgemm_avx2_bytes.h).
+constexpr int q5_hi_bit(int j) { return 4 * (j % 4) + j / 4; }
 
 struct RecordLayout {
   int64_t p4 = -1, p2 = -1, p1 = -1, p8 = -1, d = -1, dm = -1, sub = -1, min = -1;

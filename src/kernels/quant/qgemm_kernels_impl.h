@@ -86,7 +86,7 @@ LLMS_QINLINE typename V::iv code_vec(const typename V::iv* w4, const typename V:
     return V::or_(crumb_to<V, J % 8, 0>(h2[J / 8]), bit_to<V, J, 2>(h1));
   } else {
     typename V::iv c = nib<V, J % 4>(w4[J / 4]);
-    if constexpr (Bits == 5) c = V::or_(c, bit_to<V, J, 4>(h1));
+    if constexpr (Bits == 5) c = V::or_(c, bit_to<V, q5_hi_bit(J), 4>(h1));
     if constexpr (Bits == 6) c = V::or_(c, bits2_to<V, q6_hi_shift(J % 8), 4>(h2[J / 8]));
     return c;
   }
@@ -348,7 +348,7 @@ LLMS_QINLINE void kpair_dot(typename V::iv w4, typename V::iv h2, typename V::iv
     c = V::or_(crumb_to<V, KJ % 8, 0>(h2), bit_to<V, KJ, 2>(h1));
   } else {
     c = nib<V, KJ % 4>(w4);
-    if constexpr (Bits == 5) c = V::or_(c, bit_to<V, KJ, 4>(h1));
+    if constexpr (Bits == 5) c = V::or_(c, bit_to<V, q5_hi_bit(KJ), 4>(h1));
     if constexpr (Bits == 6) c = V::or_(c, bits2_to<V, q6_hi_shift(KJ % 8), 4>(h2));
   }
   if constexpr (Codebook) c = V::sub16(V::lut(lc.lut, V::or_(c, lc.hi_byte)), lc.off128);

@@ -82,7 +82,7 @@ void pack_column(DType type, const void* row, int64_t k0, int64_t e, int col, ui
         default:  // 4, 5, 6: low nibble plane, then the high bits
           or_word(rec + lay.p4, kk / 8 * kLanes + lane, (c & 15) << (4 * ((kk % 8) / 2)));
           if (t.code_bits == 5)
-            or_word(rec + lay.p1, kk / 32 * kLanes + lane, (c >> 4) << ((kk % 32) / 2));
+            or_word(rec + lay.p1, kk / 32 * kLanes + lane, (c >> 4) << q5_hi_bit((kk % 32) / 2));
           if (t.code_bits == 6)
             or_word(rec + lay.p2, kk / 16 * kLanes + lane, (c >> 4) << q6_hi_shift((kk % 16) / 2));
       }
