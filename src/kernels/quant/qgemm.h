@@ -22,9 +22,10 @@
 // as bytes and the float scales as fp16: about the file's size (Q4_K +3 %), never a
 // dequantized copy. The GEMM then decodes one (tile, 256-chunk) at a time into an L1 buffer of
 // int16 weights and runs an (MR rows x 16 columns) integer micro-kernel over it; calls of at
-// most MR rows (decode) decode each record in registers instead (the fused kernels), and on AVX2
-// the Q4_K / Q6_K ones multiply the codes as bytes against the activation codes split into two
-// bytes (kernels/quant/qgemm_avx2_bytes.h): the same integer sums, half the instructions.
+// most MR rows (decode) decode each record in registers instead (the fused kernels), and the
+// Q4_K / Q5_K / Q6_K / Q5_0 ones multiply the codes as bytes against the activation codes split
+// into two bytes (kernels/quant/qgemm_avx2_bytes.h, qgemm_avx512_bytes.h): the same integer
+// sums, half the instructions.
 #pragma once
 
 #include <span>

@@ -1,4 +1,5 @@
-// The AVX2 byte kernels of the quantized GEMM (qgemm_avx2_bytes.h): Q4_K few-row calls.
+// The AVX2 byte kernels of the quantized GEMM (qgemm_avx2_bytes.h): Q4_K, Q5_K, Q6_K and Q5_0
+// few-row calls.
 //
 // Per 32-element unit and half tile (8 columns): each of the unit's four p4 plane vectors
 // (16-bit lane words of 4 nibbles, RecordLayout) yields two byte vectors, nibbles (0, 2) and
@@ -6,7 +7,7 @@
 // 2j + 4 + p) of its group of 8. vpmaddubsw multiplies them with a broadcast 4-byte pattern
 // of the split activations in that order (split_acts_avx2), giving per column and parity an
 // int16 sum of two products; eight such results of the unit add in int16 (lo and hi parts
-// apart), and vpmaddwd with the unit's sub-scale (hi: times 128) folds the parities into the
+// apart), and vpmaddwd with the unit's sub-scale (hi: times 64) folds the parities into the
 // column's int32 sum. The integer sums equal the recipe's exactly (qgemm.h), so the float
 // steps, and therefore the bits of y, are those of every other kernel family.
 #include "kernels/quant/qgemm_avx2_bytes.h"
@@ -65,36 +66,45 @@ LLMS_QINLINE __m256i min_pair16(const uint8_t* a, const uint8_t* b) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, y));
 }
 
-/// `MR` rows of Q4_K (kQ6 false) or Q6_K (kQ6 true) over one 256-element chunk, `H` halves
-/// of the tile per pass over the record (2: both halves share the activation broadcasts; 1:
-/// two passes, fewer live registers).
+/// `MR` rows of type T (Q4_K, Q5_K, Q6_K, Q5_0) over one chunk, `H` halves of the tile per
+/// pass over the record (2: both halves share the activation broadcasts; 1: two passes, fewer
+/// live registers).
 ///
 /// Q6_K's codes are 6 bits (0..63, value = code - 32): the nibble bytes get the two high bits
 /// from the p2 plane (q6_hi_shift puts them one shift away from bits 4..5 of each byte), its
 /// sub-blocks are 16 elements (two per unit) and its offset is taken off the integer sum as
-/// 32 * sum_s sc_s * bsum_s.
-template <bool kQ6, int MR, int H>
+/// 32 * sum_s sc_s * bsum_s. Q5_K and Q5_0 get their fifth bit from the p1 plane (q5_hi_bit:
+/// one shift away from bit 4). Q5_0's scale blocks are the 32-element units themselves (no
+/// sub-scale, value = code - 16): each unit's sum, less 16 * sum(a), gets its float step at
+/// once, and a chunk may be any whole number of units (a row's short last chunk).
+template <DType T, int MR, int H>
 void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
                   const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
+  constexpr bool kQ6 = T == DType::kQ6_K;
+  constexpr bool kP1 = T == DType::kQ5_K || T == DType::kQ5_0;  // fifth bit in the p1 plane
+  constexpr bool kSuper = T != DType::kQ5_0;  // one 256-element super-block per chunk
   constexpr int kPasses = 2 / H;
-  constexpr int kUnits = kChunk / kUnit;     // K-quant rows are whole 256-element super-blocks
   constexpr int kSubs = kQ6 ? 2 : 1;         // sub-blocks per unit
   constexpr int kVecs = 4 / kSubs;           // p4 plane vectors per sub-block
-  LLMS_CHECK(e == kChunk, "bytes_kernel: chunk of {} elements", e);
+  LLMS_CHECK(kSuper ? e == kChunk : e % kUnit == 0, "bytes_kernel: chunk of {} elements", e);
+  const int64_t units = e / kUnit;
   const __m256i nib = _mm256_set1_epi16(0x0F0F);
   const __m256i hi2 = _mm256_set1_epi16(0x3030);
+  const __m256i bit4 = _mm256_set1_epi16(0x1010);
   const int64_t chunk = k0 / kChunk;
   __m256 s[MR];
   const int8_t* sp[MR];
   const int16_t* bs[MR];
+  const int32_t* b16[MR];            // the row's 16-element code sums from k0
   alignas(32) int16_t bsum[MR][16];  // Q6_K: the chunk's 16-element code sums, as int16
   #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) {
     s[r] = _mm256_set1_ps(a.s[(row0 + r) * a.chunks + chunk]);
     sp[r] = a.split + (row0 + r) * 2 * a.k + 2 * k0;
     bs[r] = a.bsplit + ((row0 + r) * a.chunks + chunk) * 32;
+    b16[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
     if constexpr (kQ6) {  // |bsum| <= 16 * 2047 fits int16
-      const int32_t* b = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
+      const int32_t* b = b16[r];
       const __m256i p = _mm256_packs_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)),
                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8)));
       _mm256_store_si256(reinterpret_cast<__m256i*>(bsum[r]), _mm256_permute4x64_epi64(p, 0xD8));
@@ -104,7 +114,7 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
   #pragma GCC unroll 2
   for (int pass = 0; pass < kPasses; ++pass) {
     const int64_t pf_first = pf_lines * pass / kPasses, pf_end = pf_lines * (pass + 1) / kPasses;
-    const int64_t per_unit = (pf_end - pf_first + kUnits - 1) / kUnits;
+    const int64_t per_unit = (pf_end - pf_first + units - 1) / units;
     const uint8_t* pf_next = pf + 64 * pf_first;
     const uint8_t* const pf_stop = pf + 64 * pf_end;
     __m256i bacc[MR][H];
@@ -112,9 +122,15 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
     for (int r = 0; r < MR; ++r)
       #pragma GCC unroll 2
       for (int hh = 0; hh < H; ++hh) bacc[r][hh] = _mm256_setzero_si256();
-    for (int u = 0; u < kUnits; ++u) {
+    for (int64_t u = 0; u < units; ++u) {
       for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
         _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+      __m256i h1[H];
+      if constexpr (kP1)
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < H; ++hh)
+          h1[hh] = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(rec + lay.p1 + u * 64 + (pass * H + hh) * 32));
       #pragma GCC unroll 2
       for (int sb = 0; sb < kSubs; ++sb) {
         __m256i lo16[MR][H], hi16[MR][H];
@@ -146,6 +162,12 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
               w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, hi2));
               w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, hi2));
             }
+            if constexpr (kP1) {  // q5_hi_bit: bits i, 8 + i (nibbles 0, 2); 4 + i, 12 + i
+              const __m256i x02 = _mm256_slli_epi16(h1[hh], 4 - i);
+              const __m256i x13 = i == 0 ? h1[hh] : _mm256_srli_epi16(h1[hh], i);
+              w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, bit4));
+              w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, bit4));
+            }
           }
           #pragma GCC unroll 4
           for (int r = 0; r < MR; ++r) {
@@ -161,21 +183,44 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
             }
           }
         }
-        #pragma GCC unroll 2
-        for (int hh = 0; hh < H; ++hh) {
-          const int h = pass * H + hh;
-          const __m256i sc = scale16(rec + lay.sub + (kSubs * u + sb) * kTileCols + h * 8);
-          const __m256i sc_hi = _mm256_slli_epi16(sc, kSplitShift);
-          #pragma GCC unroll 4
-          for (int r = 0; r < MR; ++r)
-            bacc[r][hh] = _mm256_add_epi32(
-                bacc[r][hh], _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], sc),
-                                              _mm256_madd_epi16(hi16[r][hh], sc_hi)));
+        if constexpr (kSuper) {
+          #pragma GCC unroll 2
+          for (int hh = 0; hh < H; ++hh) {
+            const int h = pass * H + hh;
+            const __m256i sc = scale16(rec + lay.sub + (kSubs * u + sb) * kTileCols + h * 8);
+            const __m256i sc_hi = _mm256_slli_epi16(sc, kSplitShift);
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r)
+              bacc[r][hh] = _mm256_add_epi32(
+                  bacc[r][hh], _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], sc),
+                                                _mm256_madd_epi16(hi16[r][hh], sc_hi)));
+          }
+        } else {
+          // Q5_0's block: isum = sum code * a - 16 * sum a, then acc = fma(isum, d * s, acc).
+          const __m256i one = _mm256_set1_epi16(1), hi_w = _mm256_set1_epi16(1 << kSplitShift);
+          #pragma GCC unroll 2
+          for (int hh = 0; hh < H; ++hh) {
+            const int h = pass * H + hh;
+            const __m256 d = _mm256_cvtph_ps(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.d + u * 32 + h * 16)));
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+              const __m256i off = _mm256_set1_epi32(16 * (b16[r][2 * u] + b16[r][2 * u + 1]));
+              const __m256i isum = _mm256_sub_epi32(
+                  _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], one),
+                                   _mm256_madd_epi16(hi16[r][hh], hi_w)),
+                  off);
+              float* f = facc + r * kTileCols + h * 8;
+              _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
+                                                  _mm256_loadu_ps(f)));
+            }
+          }
         }
       }
     }
+    if constexpr (!kSuper) continue;
     // The super-block's float steps, exactly as the other kernels': d * s on the integer sum,
-    // then (Q4_K) dm * s on the min term sum_j min_j * bsum_j (bsum split hi * 512 + lo).
+    // then (Q4_K, Q5_K) dm * s on the min term sum_j min_j * bsum_j (bsum split hi * 512 + lo).
     #pragma GCC unroll 2
     for (int hh = 0; hh < H; ++hh) {
       const int h = pass * H + hh;
@@ -220,9 +265,24 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
   }
 }
 
+/// bytes_kernel<T> for a run-time row count (1 <= mr <= 4).
+template <DType T>
+void bytes_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
+                const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
+  switch (mr) {
+    case 1: return bytes_kernel<T, 1, 2>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case 2: return bytes_kernel<T, 2, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case 3: return bytes_kernel<T, 3, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case 4: return bytes_kernel<T, 4, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    default: LLMS_CHECK(false, "fused_bytes_avx2: mr {}", mr);
+  }
+}
+
 }  // namespace
 
-bool bytes_kernel_type(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+bool bytes_kernel_type(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K || type == DType::kQ5_0;
+}
 
 void split_acts_avx2(const QActs& a, int64_t r0, int64_t r1) {
   LLMS_CHECK(a.k % kUnit == 0, "split_acts_avx2: k = {}", a.k);
@@ -248,17 +308,13 @@ void split_acts_avx2(const QActs& a, int64_t r0, int64_t r1) {
 void fused_bytes_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                       const uint8_t* rec, const RecordLayout& lay, float* facc,
                       const uint8_t* pf, int64_t pf_bytes) {
-  const bool q6 = type == DType::kQ6_K;
-  LLMS_CHECK(q6 || type == DType::kQ4_K, "fused_bytes_avx2: {}", dtype_name(type));
-#define LLMS_BYTES(Q6, R, H) return bytes_kernel<Q6, R, H>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes)
-  switch (mr) {
-    case 1: if (q6) LLMS_BYTES(true, 1, 2); else LLMS_BYTES(false, 1, 2);
-    case 2: if (q6) LLMS_BYTES(true, 2, 1); else LLMS_BYTES(false, 2, 1);
-    case 3: if (q6) LLMS_BYTES(true, 3, 1); else LLMS_BYTES(false, 3, 1);
-    case 4: if (q6) LLMS_BYTES(true, 4, 1); else LLMS_BYTES(false, 4, 1);
-    default: LLMS_CHECK(false, "fused_bytes_avx2: mr {}", mr);
+  switch (type) {
+    case DType::kQ4_K: return bytes_rows<DType::kQ4_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ5_K: return bytes_rows<DType::kQ5_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ6_K: return bytes_rows<DType::kQ6_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ5_0: return bytes_rows<DType::kQ5_0>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    default: LLMS_CHECK(false, "fused_bytes_avx2: {}", dtype_name(type));
   }
-#undef LLMS_BYTES
 }
 
 #undef LLMS_QINLINE

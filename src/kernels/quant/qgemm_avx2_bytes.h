@@ -1,15 +1,16 @@
-// Private to kernels/quant/: the AVX2 few-row kernels that multiply 4- and 6-bit codes as
+// Private to kernels/quant/: the AVX2 few-row kernels that multiply 4-, 5- and 6-bit codes as
 // unsigned bytes (vpmaddubsw) with the 16-bit activation codes split into two signed bytes,
 // so AVX2 does 32 multiply-adds per instruction instead of vpmaddwd's 16 while computing
-// exactly the recipe's integer sums (qgemm.h). Used by qgemm_avx2.cc for Q4_K and Q6_K calls
-// of at most 4 rows (decode).
+// exactly the recipe's integer sums (qgemm.h). Used by qgemm_avx2.cc for Q4_K, Q5_K, Q6_K and
+// Q5_0 calls of at most 4 rows (decode).
 //
 // The split: an activation code a with |a| <= 8191 is a = 64 * hi + lo with lo = a & 63 in
 // [0, 63] and hi = a >> 6 in [-128, 127]. vpmaddubsw sums two code x part products into int16
 // without saturating: Q4_K (codes 0..15) at most 2 * 15 * 128 = 3840, so eight results add in
-// int16 (30720); Q6_K (0..63, act_qmax 2047: hi in [-32, 31]) at most 2 * 63 * 63 = 7938, so
-// four add (31752). vpmaddwd then widens the int16 sums with the sub-block scale (hi: times
-// 64), exact in int32.
+// int16 (30720); Q5_K and Q5_0 (0..31, act_qmax 4095: hi in [-64, 63]) at most 2 * 31 * 64 =
+// 3968, so eight add (31744); Q6_K (0..63, act_qmax 2047: hi in [-32, 31]) at most
+// 2 * 63 * 63 = 7938, so four add (31752). vpmaddwd then widens the int16 sums with the
+// sub-block scale (hi: times 64; Q5_0: 1 and 64), exact in int32.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ namespace llmserve::qgemm {
 /// a = (hi << kSplitShift) + lo (see above).
 inline constexpr int kSplitShift = 6;
 
-/// Whether the byte kernels handle `type` (Q4_K, Q6_K: act_qmax <= 8191).
+/// Whether the byte kernels handle `type` (Q4_K, Q5_K, Q6_K, Q5_0: act_qmax <= 8191).
 bool bytes_kernel_type(DType type);
 
 /// Fills a.split for rows [r0, r1) from a.q: per row and group of 8 codes x[0..7] of a
