@@ -25,7 +25,7 @@ struct Avx512VnniQ : Avx512Q {
 #include "kernels/quant/qgemm_avx512_bytes.h"
 
 namespace llmserve::qgemm {
-/// Few-row Q4_K and Q6_K calls: the AVX-512 byte kernels (qgemm_avx512_bytes.h).
+/// Few-row Q4_K, Q5_K, Q6_K and Q5_0 calls: the AVX-512 byte kernels (qgemm_avx512_bytes.h).
 const QKernels& qkernels_avx512vnni() {
   return make_kernels_with_bytes<Avx512VnniQ, bytes_kernel_type_avx512vnni, fused_bytes_avx512vnni,
                                  split_acts_avx2>("avx512vnni");

@@ -1,13 +1,13 @@
-// The AVX-512 VNNI family's byte kernels (qgemm_avx512_bytes.h): Q4_K and Q6_K few-row calls
-// with vpdpbusd (qgemm_avx512_bytes_impl.h, kVnni true). Compiled with AVX512-VNNI; entered
-// only when cpu_has_avx512_vnni().
+// The AVX-512 VNNI family's byte kernels (qgemm_avx512_bytes.h): Q4_K, Q5_K, Q6_K and Q5_0
+// few-row calls with vpdpbusd (qgemm_avx512_bytes_impl.h, kVnni true). Compiled with
+// AVX512-VNNI; entered only when cpu_has_avx512_vnni().
 #include "kernels/quant/qgemm_avx512_bytes.h"
 
 #include "kernels/quant/qgemm_avx512_bytes_impl.h"
 
 namespace llmserve::qgemm {
 
-bool bytes_kernel_type_avx512vnni(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+bool bytes_kernel_type_avx512vnni(DType type) { return bytes_type_512<true>(type); }
 
 void fused_bytes_avx512vnni(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                             const uint8_t* rec, const RecordLayout& lay, float* facc,
