@@ -229,10 +229,13 @@ TEST(QGemm, FewRowByteKernelsServeTheirTypes) {
     ASSERT_NE(k->split_type, nullptr) << k->name;
     ASSERT_NE(k->split, nullptr) << k->name;
     EXPECT_TRUE(k->split_type(DType::kQ6_K)) << k->name;
-    // Q4_K: the AVX2 vpmaddubsw kernel and the VNNI vpdpbusd one; plain AVX-512 keeps the
-    // 16-bit lanes (its byte form would save nothing).
+    EXPECT_TRUE(k->split_type(DType::kQ5_0)) << k->name;
+    // Q4_K, Q5_K: the AVX2 vpmaddubsw kernel and the VNNI vpdpbusd one; plain AVX-512 keeps
+    // the 16-bit lanes (its byte form would save nothing).
     EXPECT_EQ(k->split_type(DType::kQ4_K), std::string(k->name) != "avx512") << k->name;
+    EXPECT_EQ(k->split_type(DType::kQ5_K), std::string(k->name) != "avx512") << k->name;
     EXPECT_FALSE(k->split_type(DType::kQ8_0)) << k->name;
+    EXPECT_FALSE(k->split_type(DType::kQ5_1)) << k->name;
   }
 }
 
@@ -308,7 +311,8 @@ TEST(QGemm, ExtremeCodesScalesAndActivationsStayExact) {
   // and every int32 accumulator): every code at its largest, sub-scales at their extremes,
   // every activation code at +-act_qmax (x = +-1 gives a = +-qmax), mixed signs per row.
   const int64_t n = 37, k = 768;
-  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ4_0, DType::kQ8_0}) {
+  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ5_0, DType::kQ4_0,
+                     DType::kQ8_0}) {
     const int64_t bb = dtype_block_bytes(type), blocks = k / dtype_block_elems(type);
     auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n * blocks * bb), 0xFF);
     const uint16_t d = f32_to_f16(0.01f);
