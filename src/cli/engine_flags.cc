@@ -116,8 +116,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
                  "Number of KV blocks (overrides --kv-cache-memory; at least 1)")
       ->transform(human_int(1));
-  app.add_option("--threads", c.num_threads, "Compute threads (default: physical cores)")
-      ->transform(human_int(1));
+  app.add_option("--threads", c.num_threads,
+                 fmt::format("Compute threads, 0 to {} (0 = auto: the physical cores; default)",
+                             kMaxThreads))
+      ->transform(human_int(0, kMaxThreads));
   app.add_option("--seed", c.seed, "Default seed for requests that give none")
       ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
       ->capture_default_str();

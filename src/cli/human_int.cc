@@ -72,6 +72,10 @@ CLI::Validator human_int(int64_t min, int64_t max) {
       [min, max](std::string& value) -> std::string {
         Expected<int64_t> v = parse_human_int(value);
         if (!v.ok()) return v.status().message();
+        // A bound of its own on both sides reads as a range ("must be in [0, 1024]").
+        const bool range = max != INT32_MAX && max != INT64_MAX;
+        if (range && (*v < min || *v > max))
+          return fmt::format("must be in [{}, {}], got {}", min, max, value);
         if (*v < min) return fmt::format("must be >= {}, got {}", min, value);
         if (*v > max) return fmt::format("must be <= {}, got {}", max, value);
         value = std::to_string(*v);

@@ -19,8 +19,8 @@ namespace llmserve::cli {
 Expected<int64_t> parse_human_int(const std::string& text);
 
 /// A CLI11 transform for an integer option: rewrites a human-readable value to its digits and
-/// requires it in [min, max] ("must be >= 1, got 0"). Use on int32 options with the default
-/// max. As a check() (which does not rewrite) it only bounds a plain integer.
+/// requires it in [min, max] ("must be >= 1, got 0"; with a max other than INT32_MAX or
+/// INT64_MAX, "must be in [0, 1024], got 2000"). Use on int32 options with the default max. As a check() (which does not rewrite) it only bounds a plain integer.
 CLI::Validator human_int(int64_t min, int64_t max = INT32_MAX);
 
 }  // namespace llmserve::cli

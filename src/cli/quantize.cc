@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/gguf_export.h"
+#include "cli/human_int.h"
 #include "common/thread_pool.h"
 #include "models/quantize_model.h"
 #include "quant/quant_scheme.h"
@@ -77,7 +78,10 @@ QuantizeCommand::QuantizeCommand(CLI::App& app) {
   cmd_->add_option("--tokenizer", tokenizer_,
                    "HF input: copy the tokenizer.* metadata of this GGUF file instead of "
                    "converting tokenizer.json");
-  cmd_->add_option("--threads", threads_, "Threads (default: physical cores)");
+  cmd_->add_option("--threads", threads_,
+                   fmt::format("Threads, 0 to {} (0 = auto: the physical cores; default)",
+                               kMaxThreads))
+      ->transform(human_int(0, kMaxThreads));  // as the engine's --threads
 }
 
 int QuantizeCommand::run() {
@@ -86,7 +90,6 @@ int QuantizeCommand::run() {
     return fail(InvalidArgument("--type: unknown type '{}' (known: {})", type_,
                                 quant_scheme_names()));
   scheme->pure = pure_;
-  if (threads_ < 0) return fail(InvalidArgument("--threads must be >= 0, got {}", threads_));
   std::error_code ec;
   if (std::filesystem::equivalent(in_path_, out_path_, ec))
     return fail(InvalidArgument("{}: the output would overwrite the input", out_path_));
@@ -143,23 +146,35 @@ int QuantizeCommand::run() {
     std::remove(tmp.c_str());
     return fail(st);
   };
+  std::unique_ptr<ThreadPool> pool;
+  try {  // before the temporary file exists; threads may be refused (EAGAIN)
+    pool = std::make_unique<ThreadPool>(threads_ > 0 ? threads_ : ThreadPool::physical_cores());
+  } catch (const std::exception& e) {
+    return fail(ResourceExhausted("--threads {}: cannot start the threads: {}", threads_,
+                                  e.what()));
+  }
   if (Status st = w.begin(tmp); !st.ok()) return cleanup_fail(st);
-  ThreadPool pool(threads_ > 0 ? threads_ : ThreadPool::physical_cores());
   std::vector<float> scratch;
   std::vector<uint8_t> buf;
   uint64_t bytes_in = 0, bytes_out = 0;
   int quantized = 0;
-  for (const TensorPlan& p : tensors) {
-    if (Status st = write_tensor(w, file, p, &pool, scratch, buf); !st.ok()) {
-      return cleanup_fail(Status(st.code(), fmt::format("{}: {}", in_path_, st.message())));
+  try {  // an exception (e.g. std::bad_alloc) must not leave the temporary file either
+    for (const TensorPlan& p : tensors) {
+      if (Status st = write_tensor(w, file, p, pool.get(), scratch, buf); !st.ok()) {
+        return cleanup_fail(Status(st.code(), fmt::format("{}: {}", in_path_, st.message())));
+      }
+      const int64_t cols = p.tensor->shape.back();
+      bytes_in += p.tensor->nbytes;
+      bytes_out +=
+          static_cast<uint64_t>(p.tensor->numel() / cols * dtype_row_bytes(p.type, cols));
+      quantized += is_quantized(p.type);
+      std::printf("%s %s\n", p.gguf_name.c_str(), std::string(dtype_ggml_name(p.type)).c_str());
     }
-    const int64_t cols = p.tensor->shape.back();
-    bytes_in += p.tensor->nbytes;
-    bytes_out += static_cast<uint64_t>(p.tensor->numel() / cols * dtype_row_bytes(p.type, cols));
-    quantized += is_quantized(p.type);
-    std::printf("%s %s\n", p.gguf_name.c_str(), std::string(dtype_ggml_name(p.type)).c_str());
+    if (Status st = w.finish(); !st.ok()) return cleanup_fail(st);
+  } catch (const std::exception& e) {
+    return cleanup_fail(
+        Status(StatusCode::kInternal, fmt::format("{}: quantize failed: {}", in_path_, e.what())));
   }
-  if (Status st = w.finish(); !st.ok()) return cleanup_fail(st);
   if (std::rename(tmp.c_str(), out_path_.c_str()) != 0)
     return cleanup_fail(NotFound("{}: cannot rename {} into place: {}", out_path_, tmp,
                                  std::strerror(errno)));

@@ -13,16 +13,26 @@ namespace llmserve {
 
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(std::max(1, num_threads)), shares_(new Share[static_cast<size_t>(num_threads_)]) {
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (...) {
+    // A thread refused (std::system_error, EAGAIN): stop and join the ones started, or their
+    // destruction would std::terminate, and let the caller report it.
+    stop_and_join();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() {
   stop_.store(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
 }
 
 static std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int idx) {

@@ -20,7 +20,8 @@ namespace llmserve {
 
 class ThreadPool {
  public:
-  /// num_threads >= 1 (the caller counts as one).
+  /// num_threads >= 1 (the caller counts as one). Throws std::system_error when a thread
+  /// cannot be started (the ones started are joined first).
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -47,6 +48,7 @@ class ThreadPool {
   static int physical_cores();
 
  private:
+  void stop_and_join();
   void worker_loop(int worker_idx);
   /// Waits until state_ differs from `seen` (or stop); returns the new state.
   uint64_t wait_for_job(uint64_t seen);

@@ -118,6 +118,29 @@ TEST(Flags, HumanReadableCountsAndMaxModelLen) {
                "--max-model-len: must be >= 1, got 0 (see 'llmserve inspect --help')");
 }
 
+// --threads: 0 = auto (the physical cores, as the help says) everywhere; one range, [0, 1024],
+// with one message in every subcommand that has the flag.
+TEST(Flags, ThreadsZeroIsAutoAndTheRangeIsTheSameEverywhere) {
+  EXPECT_TRUE(has(generate_log("--threads 0"), " threads, "));
+  const std::string dir = testing::temp_dir();
+  auto r = run_llmserve("logits " + gguf() + " --token-ids 1,2 --out " + quote(dir + "/t0.npy") +
+                        " --threads 0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string model = gguf();
+  for (const std::string& cmd :
+       {"generate " + model + " --prompt hi", "logits " + model + " --token-ids 1 --out x.npy",
+        "serve " + model, "bench " + model,
+        "quantize " + model + " " + quote(dir + "/t.gguf") + " --type Q4_K_M"}) {
+    const std::string name = cmd.substr(0, cmd.find(' '));
+    const std::string hint = " (see 'llmserve " + name + " --help')";
+    expect_error(cmd + " --threads 99999", "--threads: must be in [0, 1024], got 99999" + hint);
+    expect_error(cmd + " --threads -1", "--threads: must be in [0, 1024], got -1" + hint);
+    r = run_llmserve(name + " --help");
+    EXPECT_TRUE(has(r.out, "0 = auto: the physical cores")) << name << "\n" << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.gguf.tmp"));
+}
+
 TEST(Flags, RepeatedFlagTakesTheLastValue) {
   auto r = run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 3 --max-tokens 5 "
                         "--ignore-eos --json --threads 1");

@@ -197,6 +197,9 @@ TEST(QuantizeCli, ErrorsAreOneLineAndExitOne) {
       // Only a regular file is replaced: a directory (or a FIFO, below) fails before any work.
       {f32 + " " + out_dir() + " --type Q8_0", "exists and is not a regular file"},
       {f32 + " " + out_dir() + "/fifo --type Q8_0", "exists and is not a regular file"},
+      // The engine's --threads range (99999 used to abort in std::thread, leaving OUT.tmp).
+      {f32 + " " + out + " --type Q8_0 --threads 99999", "--threads: must be in [0, 1024], got 99999"},
+      {f32 + " " + out + " --type Q8_0 --threads -1", "--threads: must be in [0, 1024], got -1"},
   };
   fs::remove(out_dir() + "/fifo");
   ASSERT_EQ(mkfifo((out_dir() + "/fifo").c_str(), 0600), 0);
@@ -207,11 +210,31 @@ TEST(QuantizeCli, ErrorsAreOneLineAndExitOne) {
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_FALSE(fs::exists(out)) << c.args;
+    EXPECT_FALSE(fs::exists(out + ".tmp")) << c.args;
   }
   EXPECT_EQ(fs::status(out_dir() + "/fifo").type(), fs::file_type::fifo);
   const auto r = run_llmserve("quantize " + f32 + " " + out);  // --type is required
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--type"), std::string::npos) << r.err;
+}
+
+// Threads the system refuses (here: an address-space limit below 1024 thread stacks) are one
+// error line, exit 1, and no OUT or OUT.tmp is left behind (was: std::system_error, abort).
+TEST(QuantizeCli, ThreadsThatCannotStartFailCleanly) {
+  const std::string in = shared("models/stories260K/stories260K.gguf"), out = out_dir() + "/t.gguf";
+  const std::string limit = "ulimit -v 3000000 && ";
+  auto r = testing::run_shell(limit + LLMSERVE_BIN + " quantize " + in + " " + out +
+                              " --type Q4_K_M --threads 1");
+  if (r.exit_code != 0) GTEST_SKIP() << "no room for one thread under the limit: " << r.err;
+  fs::remove(out);
+  r = testing::run_shell(limit + LLMSERVE_BIN + " quantize " + in + " " + out +
+                         " --type Q4_K_M --threads 1024");
+  if (r.exit_code == 0) GTEST_SKIP() << "1024 threads started under the limit";
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("error: --threads 1024: cannot start the threads: ", 0), 0u) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
 // --quantization through the engine (generate): the start-up line, and a refusal naming the
