@@ -27,6 +27,9 @@ struct OpenAIServing::Generation {
   /// "echo": prepended to every choice's text (streaming: to its first chunk).
   std::optional<std::string> echo_text;
   bool echo_logprobs = false;  // completions echo + logprobs: the prompt's entries come first
+  /// echo_text holds no special token: the prompt string as sent (the BOS the server adds is
+  /// not in it), or the prompt ids decoded with skip_special_tokens.
+  bool echo_skips_special = true;
   /// The prompt_logprobs field (vLLM's shape in the response), when sent.
   std::optional<int32_t> prompt_logprobs;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids

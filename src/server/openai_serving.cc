@@ -306,10 +306,12 @@ void OpenAIServing::completions(const httplib::Request& req, httplib::Response* 
     // text is rendered.
     if (parsed.prompt_text && !truncated) {
       gen.echo_text = std::move(*parsed.prompt_text);
+      gen.echo_skips_special = true;
     } else {
       DecodeOptions opt;
       opt.skip_special_tokens = gen.request.params.skip_special_tokens;
       gen.echo_text = engine_.engine().tokenizer().decode(gen.request.prompt_token_ids, opt);
+      gen.echo_skips_special = opt.skip_special_tokens;
     }
     gen.echo_logprobs = gen.request.params.logprobs >= 0;
   }
@@ -431,7 +433,8 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
   for (size_t i = 0; i < inflight.size(); ++i) {
     int32_t tokens = 0;
     FinishReason& finish_reason = choices[i].finish_reason;
-    LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token, gen.tokens_as_ids);
+    LogprobsBuilder logprobs(gen.meta.kind, tok, gen.last_prompt_token, gen.tokens_as_ids,
+                             gen.request.params.skip_special_tokens);
     bool first_output = true;
     std::vector<int32_t> ids;
     while (finish_reason == FinishReason::kNone) {
@@ -441,7 +444,7 @@ void OpenAIServing::respond_whole(Generation gen, InflightList inflight, httplib
         first_output = false;
         if (gen.echo_logprobs)  // echo + logprobs: the prompt's entries come first
           logprobs.add_prompt(gen.request.prompt_token_ids, out->prompt_logprobs,
-                              gen.request.params.logprobs);
+                              gen.request.params.logprobs, gen.echo_skips_special);
         if (gen.prompt_logprobs)
           choices[i].prompt_logprobs =
               prompt_logprobs_json(*tok, gen.request.prompt_token_ids, out->prompt_logprobs,
@@ -507,6 +510,7 @@ struct StreamState {
   /// echo + logprobs: the prompt, whose entries open each choice's logprobs.
   std::vector<int32_t> echo_prompt_ids;
   int32_t echo_logprobs_k = 0;
+  bool echo_skips_special = true;  // Generation::echo_skips_special
   Usage usage;
   CancelCheck should_cancel;
 };
@@ -552,7 +556,8 @@ bool StreamState::pump(httplib::DataSink& sink) {
       got_any = true;
       tokens[i] = std::max(tokens[i], out->num_output_tokens);
       if (!prompt_logprobs_added[i]) {
-        logprobs[i].add_prompt(echo_prompt_ids, out->prompt_logprobs, echo_logprobs_k);
+        logprobs[i].add_prompt(echo_prompt_ids, out->prompt_logprobs, echo_logprobs_k,
+                               echo_skips_special);
         prompt_logprobs_added[i] = 1;
       }
       if (!logprobs.empty())
@@ -626,11 +631,13 @@ void OpenAIServing::respond_stream(Generation gen, InflightList inflight, httpli
   if (gen.echo_logprobs) {
     state->echo_prompt_ids = gen.request.prompt_token_ids;
     state->echo_logprobs_k = gen.request.params.logprobs;
+    state->echo_skips_special = gen.echo_skips_special;
   }
   if (gen.logprobs)
     for (int32_t i = 0; i < gen.n; ++i)
       state->logprobs.emplace_back(state->meta.kind, &engine_.engine().tokenizer(),
-                                   gen.last_prompt_token, gen.tokens_as_ids);
+                                   gen.last_prompt_token, gen.tokens_as_ids,
+                                   gen.request.params.skip_special_tokens);
   if (gen.parsing.active())
     for (int32_t i = 0; i < gen.n; ++i)
       state->parsers.push_back(make_chat_output_parser(gen.parsing));

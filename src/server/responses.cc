@@ -207,15 +207,22 @@ void LogprobsBuilder::add(int32_t id, const TokenLogprobs& lp) {
     tokens_.push_back(text);
     token_logprobs_.push_back(finite_logprob(lp.logprob));
     top_.push_back(std::move(top));
-    offsets_.push_back(text_offset_);
-    text_offset_ += static_cast<int64_t>(text.size());
+    add_offset(prev_id_, id, skip_special_);
   }
   prev_id_ = id;
   ++count_;
 }
 
+void LogprobsBuilder::add_offset(int32_t prev, int32_t id, bool skip_special) {
+  offsets_.push_back(text_offset_);
+  // What the token adds to the text (not its token string: "<s>" or "token_id:1" may not be
+  // there at all).
+  text_offset_ += static_cast<int64_t>(tokenizer_->decode_token(prev, id, skip_special).size());
+}
+
 void LogprobsBuilder::add_prompt(std::span<const int32_t> prompt_ids,
-                                 const std::vector<TokenLogprobs>& lps, int32_t k) {
+                                 const std::vector<TokenLogprobs>& lps, int32_t k,
+                                 bool echo_skips_special) {
   int32_t prev = -1;
   for (size_t i = 0; i < prompt_ids.size(); ++i) {
     const std::string text = logprob_token_text(*tokenizer_, prev, prompt_ids[i], as_token_ids_);
@@ -232,8 +239,7 @@ void LogprobsBuilder::add_prompt(std::span<const int32_t> prompt_ids,
       token_logprobs_.push_back(nullptr);
       top_.push_back(nullptr);
     }
-    offsets_.push_back(text_offset_);
-    text_offset_ += static_cast<int64_t>(text.size());
+    add_offset(prev, prompt_ids[i], echo_skips_special);
     prev = prompt_ids[i];
     ++count_;
   }

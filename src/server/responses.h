@@ -85,29 +85,39 @@ nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer,
 /// completions {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}.
 /// Token strings are the detokenized text of each token after its predecessor (special tokens
 /// as their text); -inf logprobs are written as -9999.0 (vLLM), JSON having no infinity.
+/// text_offset indexes into the choice's text (bytes): each token's start there, a token whose
+/// text is not in it (a special token skipped, the BOS the server adds to a prompt string)
+/// taking the offset where it would sit, with length 0.
 class LogprobsBuilder {
  public:
   /// `as_token_ids`: vLLM's return_tokens_as_token_ids (tokens written "token_id:<id>").
+  /// `skip_special`: the generated text skips special tokens (skip_special_tokens).
   LogprobsBuilder(ApiKind kind, const Tokenizer* tokenizer, int32_t prev_id,
-                  bool as_token_ids = false)
-      : kind_(kind), tokenizer_(tokenizer), prev_id_(prev_id), as_token_ids_(as_token_ids) {}
+                  bool as_token_ids = false, bool skip_special = true)
+      : kind_(kind), tokenizer_(tokenizer), prev_id_(prev_id), as_token_ids_(as_token_ids),
+        skip_special_(skip_special) {}
   void add(int32_t id, const TokenLogprobs& lp);
   /// Completions echo + logprobs: the prompt's tokens first, the first one with null logprob
   /// and top_logprobs (OpenAI/vLLM), each with at most `k` alternatives. `lps` has one entry
   /// per prompt token from the second on (RequestOutput::prompt_logprobs; missing entries,
-  /// e.g. after an abort, are null too).
+  /// e.g. after an abort, are null too). `echo_skips_special`: the echoed prompt text holds
+  /// no special token (a prompt string as sent, or ids decoded with skip_special_tokens).
   void add_prompt(std::span<const int32_t> prompt_ids, const std::vector<TokenLogprobs>& lps,
-                  int32_t k);
+                  int32_t k, bool echo_skips_special = true);
   bool empty() const { return count_ == 0; }
   /// The JSON of the tokens added since the last take() (empty lists when none).
   nlohmann::json take();
 
  private:
   std::string token_text(int32_t id) const;
+  /// Records the offset of token `id` (after `prev`) and advances past its text in the
+  /// choice's text (special tokens skipped when `skip_special`).
+  void add_offset(int32_t prev, int32_t id, bool skip_special);
   ApiKind kind_;
   const Tokenizer* tokenizer_;
   int32_t prev_id_;
   bool as_token_ids_;
+  bool skip_special_;
   int32_t count_ = 0;
   int64_t text_offset_ = 0;
   nlohmann::json content_ = nlohmann::json::array();                 // chat

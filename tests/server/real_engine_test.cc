@@ -513,12 +513,64 @@ TEST_P(RealEngineHttp, EchoWithLogprobsScoresThePromptLikeGeneratedTokens) {
     EXPECT_EQ(elp["token_logprobs"][pos], glp["token_logprobs"][k]) << k;
     EXPECT_EQ(elp["top_logprobs"][pos], glp["top_logprobs"][k]) << k;
   }
-  // text_offset runs over the concatenated token strings, prompt first.
+  // text_offset indexes into the text, prompt first: the BOS ("<s>", not in the text) at 0
+  // with length 0, every other token where its string is.
+  const std::string text = json::parse(echo->body)["choices"][0]["text"];
+  EXPECT_EQ(elp["tokens"][0], GetParam() ? "<s>" : "\n<s>\n");  // the BOS piece
   int64_t offset = 0;
   for (size_t i = 0; i < elp["tokens"].size(); ++i) {
     EXPECT_EQ(elp["text_offset"][i], offset) << i;
-    offset += static_cast<int64_t>(elp["tokens"][i].get<std::string>().size());
+    if (i == 0) continue;
+    const std::string t = elp["tokens"][i];
+    EXPECT_EQ(text.substr(offset, t.size()), t) << i;
+    offset += static_cast<int64_t>(t.size());
   }
+  EXPECT_EQ(offset, static_cast<int64_t>(text.size()));
+}
+
+// The QA case: echo + logprobs of a prompt string. The BOS the server adds is the first
+// token but not in the text: text_offset indexes into "hippo and", the BOS at 0 with length 0
+// (vLLM counts the 3 characters of "<s>" there). Streamed: the same offsets. Token-id prompt
+// with skip_special_tokens false: the echoed text holds the BOS piece, and so do the offsets.
+TEST_P(RealEngineHttp, EchoLogprobsTextOffsetIndexesIntoTheText) {
+  TestServer ts(stories_engine(GetParam()), port0());
+  const json body = {{"prompt", "hi"}, {"max_tokens", 3}, {"logprobs", 1}, {"echo", true},
+                     {"temperature", 0}};
+  auto r = ts.post("/v1/completions", body);
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(choice["text"], "hippo and");
+  // The BOS piece: "<s>" in the GGUF vocabulary, "\n<s>\n" in llama2.c's tokenizer.bin.
+  const std::string bos = GetParam() ? "<s>" : "\n<s>\n";
+  EXPECT_EQ(choice["logprobs"]["tokens"], json({bos, "h", "i", "pp", "o", " and"}));
+  EXPECT_EQ(choice["logprobs"]["text_offset"], json({0, 0, 1, 2, 4, 5}));
+
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  StreamReply s = post_stream(ts, "/v1/completions", streamed_body);
+  ASSERT_EQ(s.status, 200);
+  json offsets = json::array();
+  std::string text;
+  for (const json& c : s.chunks) {
+    if (c["choices"].empty()) continue;
+    text += c["choices"][0]["text"].get<std::string>();
+    if (c["choices"][0]["logprobs"].is_object())
+      for (const json& o : c["choices"][0]["logprobs"]["text_offset"]) offsets.push_back(o);
+  }
+  EXPECT_EQ(text, "hippo and");
+  EXPECT_EQ(offsets, json({0, 0, 1, 2, 4, 5}));
+
+  auto tok = ts.post("/tokenize", {{"prompt", "hi"}});
+  ASSERT_TRUE(tok && tok->status == 200);
+  json ids_body = body;
+  ids_body["prompt"] = json::parse(tok->body)["tokens"];
+  ids_body["skip_special_tokens"] = false;
+  r = ts.post("/v1/completions", ids_body);
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  const json raw = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(raw["text"], bos + "hippo and");
+  const int n = static_cast<int>(bos.size());
+  EXPECT_EQ(raw["logprobs"]["text_offset"], json({0, n, n + 1, n + 2, n + 4, n + 5}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RealEngineHttp, ::testing::Values(false, true),
