@@ -148,7 +148,8 @@ class DequantizeCommand {
 
  private:
   CLI::App* cmd_;
-  std::string path_;
+  std::string path_;       // FILE
+  std::string file_flag_;  // --file
   std::string out_dir_;
   std::vector<std::string> tensors_;
 };

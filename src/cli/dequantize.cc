@@ -65,7 +65,9 @@ DequantizeCommand::DequantizeCommand(CLI::App& app) {
   cmd_ = app.add_subcommand(
       "dequantize", "Write the tensors of a GGUF file as float32 .npy files (quantized types "
                     "dequantized as gguf-py does)");
-  cmd_->add_option("file,--file", path_, "GGUF file (any: a model or not)")->required();
+  // FILE or --file, as MODEL or --model: either one (both only when equal).
+  cmd_->add_option("file", path_, "GGUF file, any: a model or not (or --file)");
+  cmd_->add_option("--file", file_flag_, "GGUF file (or the positional FILE)");
   cmd_->add_option("--out-dir", out_dir_, "Directory for <tensor name>.npy (created if absent)")
       ->required();
   cmd_->add_option("--tensor", tensors_, "Only this tensor (repeat the flag for several)")
@@ -73,6 +75,11 @@ DequantizeCommand::DequantizeCommand(CLI::App& app) {
 }
 
 int DequantizeCommand::run() {
+  if (!path_.empty() && !file_flag_.empty() && path_ != file_flag_)
+    return fail(InvalidArgument("FILE '{}' and --file '{}' differ; give the file once", path_,
+                                file_flag_));
+  if (path_.empty()) path_ = file_flag_;
+  if (path_.empty()) return fail(InvalidArgument("no file given (FILE or --file)"));
   auto g = GgufFile::open(path_);
   if (!g.ok()) return fail(g.status());
   std::vector<const TensorView*> todo;

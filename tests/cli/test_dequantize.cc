@@ -145,6 +145,29 @@ TEST_F(Dequantize, Errors) {
   expect_one_line_error(run_llmserve("dequantize " + quote(vectors) + " --out-dir " +
                                      quote(out_.string()) + " --tensor ''"),
                         "--tensor: the tensor name must not be empty");
+  // FILE or --file, as MODEL or --model: both given and different is an error (was: --file
+  // silently won); neither given names both.
+  const std::string out = " --out-dir " + quote(out_.string());
+  expect_one_line_error(run_llmserve("dequantize " + quote(vectors) + " --file other.gguf" + out),
+                        "error: FILE '" + vectors + "' and --file 'other.gguf' differ; give the "
+                        "file once");
+  expect_one_line_error(run_llmserve("dequantize" + out), "error: no file given (FILE or --file)");
+  EXPECT_FALSE(std::filesystem::exists(out_));
+  auto r = run_llmserve("dequantize --file " + quote(vectors) + out + " --tensor Q8_0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_llmserve("dequantize " + quote(vectors) + " --file " + quote(vectors) + out +
+                   " --tensor Q8_0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The help marks neither as REQUIRED (one of the two is).
+  r = run_llmserve("dequantize --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* line : {"  file TEXT ", "  --file TEXT "}) {
+    const size_t at = r.out.find(line);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.substr(at, r.out.find('\n', at) - at).find("REQUIRED"), std::string::npos)
+        << r.out;
+  }
+  std::filesystem::remove_all(out_);
   // A truncated copy of the vectors: the last tensor's data is cut short.
   std::filesystem::create_directories(out_);
   const std::string cut = (out_ / "cut.gguf").string();
