@@ -33,7 +33,9 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   cmd_->add_option("--top-p", top_p_, "Nucleus sampling mass in (0, 1]")->capture_default_str();
   cmd_->add_option("--top-k", top_k_, "Keep the k most likely tokens (-1 = all)")
       ->capture_default_str();
-  cmd_->add_option("--request-seed", seed_, "Seed for this request's sampling (-1 = engine's)");
+  cmd_->add_option("--request-seed", seed_,
+                   "Seed for this request's sampling, -1 to 2^63-1 (-1 = the engine's --seed)")
+      ->transform(human_int(-1, INT64_MAX));  // an int64: out of range is an error, not clamped
   cmd_->add_flag("--ignore-eos", ignore_eos_, "Do not stop at the end-of-sequence token");
   cmd_->add_flag("--json", json_,
                  "Print one JSON object (prompt, token ids, text, timings) instead of text");
@@ -50,6 +52,8 @@ int GenerateCommand::run() {
     return fail(st);
   // As the server refuses "prompt": "" (a BOS alone is no prompt).
   if (prompt_.empty()) return fail(InvalidArgument("--prompt must not be empty"));
+  if (top_k_ < -1)  // before the model loads; the engine's message would say "top_k"
+    return fail(InvalidArgument("--top-k must be -1 or 0 (all) or >= 1, got {}", top_k_));
   auto engine_or = LLMEngine::create(config_);
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/human_int.h"
 #include "common/logging.h"
 #include "engine/async_engine.h"
 #include "server/builtin_chat_template.h"
@@ -44,6 +45,7 @@ ServeCommand::ServeCommand(CLI::App& app) {
                    "unset = no authentication)");
   cmd_->add_option("--max-request-body-bytes", max_request_body_bytes_,
                    "Larger request bodies get 413")
+      ->transform(human_int(1, INT64_MAX))  // an int64: out of range is an error, not clamped
       ->capture_default_str();
   cmd_->add_option("--max-waiting", max_waiting_,
                    "Requests that must wait (not running, beyond the free --max-num-seqs slots) "

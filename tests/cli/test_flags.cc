@@ -114,6 +114,17 @@ TEST(Flags, HumanReadableCountsAndMaxModelLen) {
   expect_error(g + "--max-model-len 4G",
                "--max-model-len: must be <= 2147483647, got 4G" + hint);
   expect_error(g + "--seed -1", "--seed: must be >= 0, got -1" + hint);
+  // int64 flags: out of range is an error, never clamped to INT64_MAX (--request-seed and
+  // serve's --max-request-body-bytes were); below -1 is no seed.
+  expect_error(g + "--request-seed 99999999999999999999",
+               "--request-seed: '99999999999999999999' is out of range" + hint);
+  expect_error(g + "--request-seed -2", "--request-seed: must be >= -1, got -2" + hint);
+  expect_error("serve " + gguf() + " --max-request-body-bytes 99999999999999999999",
+               "--max-request-body-bytes: '99999999999999999999' is out of range (see "
+               "'llmserve serve --help')");
+  expect_error(g + "--top-k -5", "--top-k must be -1 or 0 (all) or >= 1, got -5");
+  EXPECT_TRUE(has(generate_log("--request-seed -1"), "finish_reason"));
+  EXPECT_TRUE(has(generate_log("--request-seed 9223372036854775807"), "finish_reason"));
   expect_error("inspect " + gguf() + " --max-model-len 0",
                "--max-model-len: must be >= 1, got 0 (see 'llmserve inspect --help')");
 }
