@@ -91,6 +91,8 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
       "bench", "Benchmark the engine in-process (MODEL) or a server (bench serve --url URL)");
   config_.cache.kv_cache_prefault = true;  // measure as a warmed-up server runs
   add_engine_flags(*cmd_, config_, flags_);  // MODEL is needed only without `serve`
+  // In process, no name is served, and every request has priority 0.
+  set_unused_flags(flags_, {"--served-model-name", "--scheduling-policy"}, "bench");
   add_workload_flags(*cmd_);
   cmd_->add_option("--timeline", timeline_path_,
                    "Write the schedule (requests x engine steps) as an SVG file");
@@ -264,11 +266,6 @@ int BenchCommand::run_in_process() {
   if (config_.model_path.empty() && flags_.model_flag.empty())
     return fail(InvalidArgument("bench: MODEL is required (or use `bench serve --url URL`)"));
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
-  // In process, no name is served, and every request has priority 0.
-  if (Status st = reject_unused_flags(flags_, {"--served-model-name", "--scheduling-policy"},
-                                      "bench");
-      !st.ok())
-    return fail(st);
   if (!timeline_path_.empty()) {  // fail before a long run, not after it
     std::ofstream probe(timeline_path_, std::ios::app);
     if (!probe) return fail(InvalidArgument("--timeline: cannot write {}", timeline_path_));

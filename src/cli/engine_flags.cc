@@ -90,6 +90,22 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
       ->capture_default_str();
   app.add_option("--max-delay-ms", c.scheduler.max_delay_ms,
                  "Dynamic batching: launch a batch once the oldest request waited this long")
+      // The range at parse time, so that a bad value is named as such in every command
+      // (before "only applies with --batching dynamic" or "has no effect").
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            size_t used = 0;
+            double ms = 0;
+            try {
+              ms = std::stod(text, &used);
+            } catch (...) {
+              return "";  // not a number: CLI11's conversion error names it
+            }
+            if (used != text.size()) return "";
+            if (!(ms >= 0) || ms > 3.6e6) return "must be in [0, 3600000], got " + text;
+            return "";
+          },
+          ""))
       ->capture_default_str();
   app.add_option("--prefill-policy", v.prefill_policy,
                  "Without chunked prefill: prefill-first (prompts get whole steps) or mixed "
@@ -192,8 +208,40 @@ Expected<int64_t> parse_bytes(const std::string& text) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+namespace {
+
+/// The first of set_unused_flags' flags given on the command line, as an error.
+Status reject_unused_flags(const EngineFlagValues& v) {
+  if (v.app == nullptr) return Status::Ok();
+  for (const std::string& flag : v.unused_flags) {
+    if (v.app->count(flag) == 0) continue;
+    // A flag with a negation (--x / --no-x) is named by both spellings: count() cannot tell
+    // which one was given.
+    std::string names;
+    if (const CLI::Option* opt = v.app->get_option_no_throw(flag); opt != nullptr)
+      for (const std::string& n : opt->get_lnames()) names += (names.empty() ? "--" : " / --") + n;
+    return InvalidArgument("{} has no effect on 'llmserve {}'", names.empty() ? flag : names,
+                           v.command);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void set_unused_flags(EngineFlagValues& v, std::vector<std::string> flags, std::string command) {
+  // A group of their own at the end of --help, still parsed (to be refused by name). Not
+  // hidden: CLI11 names a hidden option "" in its parse errors.
+  const std::string group = fmt::format("Refused by 'llmserve {}' (no effect there)", command);
+  for (const std::string& flag : flags)
+    if (CLI::Option* opt = v.app->get_option_no_throw(flag); opt != nullptr) opt->group(group);
+  v.unused_flags = std::move(flags);
+  v.command = std::move(command);
+}
+
 Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v, bool model_required) {
-  // Refusals first: flags a vLLM user may bring that mean nothing here.
+  // Flags with no effect on this command first: no other check may point to one of them.
+  LLMS_RETURN_IF_ERROR(reject_unused_flags(v));
+  // Refusals: flags a vLLM user may bring that mean nothing here.
   if (v.tensor_parallel_size != 1)
     return InvalidArgument("--tensor-parallel-size {} is not supported: llmserve runs the model "
                            "in one CPU process (no tensor parallelism); use 1",
@@ -230,21 +278,6 @@ Status finish_engine_flags(EngineConfig& c, const EngineFlagValues& v, bool mode
   LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_dtype, parse_dtype("--kv-cache-dtype", v.kv_cache_dtype));
   if (!v.kv_cache_memory.empty()) {
     LLMS_ASSIGN_OR_RETURN(c.cache.kv_cache_memory_bytes, parse_bytes(v.kv_cache_memory));
-  }
-  return Status::Ok();
-}
-
-Status reject_unused_flags(const EngineFlagValues& v, std::initializer_list<const char*> flags,
-                           const char* command) {
-  if (v.app == nullptr) return Status::Ok();
-  for (const char* flag : flags) {
-    if (v.app->count(flag) == 0) continue;
-    // A flag with a negation (--x / --no-x) is named by both spellings: count() cannot tell
-    // which one was given.
-    std::string names;
-    if (const CLI::Option* opt = v.app->get_option_no_throw(flag); opt != nullptr)
-      for (const std::string& n : opt->get_lnames()) names += (names.empty() ? "--" : " / --") + n;
-    return InvalidArgument("{} has no effect on 'llmserve {}'", names.empty() ? flag : names, command);
   }
   return Status::Ok();
 }

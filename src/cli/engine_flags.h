@@ -5,6 +5,7 @@
 #include <optional>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -29,18 +30,23 @@ struct EngineFlagValues {
   std::string gpu_memory_utilization_value;
   CLI::Option* gpu_memory_utilization = nullptr;  // refused when given
   CLI::App* app = nullptr;  // the (sub)command the flags were added to (which were given)
+  std::vector<std::string> unused_flags;  // set_unused_flags: no effect on `command`
+  std::string command;                    // "logits", for their error
 };
 
-/// An error naming the first of `flags` given on the command line, which `command` does not
-/// use (a flag with no effect is refused, never silently ignored).
-Status reject_unused_flags(const EngineFlagValues& values, std::initializer_list<const char*> flags,
-                           const char* command);
+/// Marks `flags` (engine flags) as having no effect on `command` (e.g. "logits"): its --help
+/// lists them apart, under "Refused by 'llmserve logits'", and finish_engine_flags refuses the first one given before any other check,
+/// "--seed has no effect on 'llmserve logits'" (a flag with no effect is refused, never
+/// silently ignored, and no other error sends the user to one). Call after add_engine_flags.
+void set_unused_flags(EngineFlagValues& values, std::vector<std::string> flags,
+                      std::string command);
 
 /// Adds MODEL (positional, or --model) and every engine flag to `app`.
 void add_engine_flags(CLI::App& app, EngineConfig& config, EngineFlagValues& values);
 
 /// Applies post-processed values (byte sizes, dtypes, the model path) into config and sets up
-/// logging. Errors (one line naming the flag): flags llmserve refuses (--tensor-parallel-size
+/// logging. Errors (one line naming the flag): a flag of set_unused_flags given, flags llmserve
+/// refuses (--tensor-parallel-size
 /// or --pipeline-parallel-size other than 1, --gpu-memory-utilization), MODEL and --model both
 /// given and different, no model when `model_required`, bad byte sizes.
 Status finish_engine_flags(EngineConfig& config, const EngineFlagValues& values,

@@ -21,6 +21,10 @@ int fail(const Status& status) {
 GenerateCommand::GenerateCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("generate", "Generate a completion for one prompt");
   add_engine_flags(*cmd_, config_, flags_);
+  // One request: no name to serve, nothing to schedule against.
+  set_unused_flags(flags_, {"--served-model-name", "--max-num-seqs", "--batching",
+                            "--max-delay-ms", "--scheduling-policy"},
+                   "generate");
   cmd_->add_option("--prompt", prompt_, "Prompt text (BOS is prepended)")->required();
   cmd_->add_option("--max-tokens", max_tokens_,
                    "Maximum tokens to generate (default: the generation config's max_new_tokens, "
@@ -43,13 +47,6 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
 
 int GenerateCommand::run() {
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
-  // One request: no name to serve, nothing to schedule against.
-  if (Status st = reject_unused_flags(flags_, {"--served-model-name", "--max-num-seqs",
-                                               "--batching", "--max-delay-ms",
-                                               "--scheduling-policy"},
-                                      "generate");
-      !st.ok())
-    return fail(st);
   // As the server refuses "prompt": "" (a BOS alone is no prompt).
   if (prompt_.empty()) return fail(InvalidArgument("--prompt must not be empty"));
   if (top_k_ < -1)  // before the model loads; the engine's message would say "top_k"

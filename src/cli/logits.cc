@@ -38,6 +38,15 @@ Expected<std::vector<int32_t>> parse_ids(const std::string& text) {
 LogitsCommand::LogitsCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("logits", "Write the logits of every position as a .npy file");
   add_engine_flags(*cmd_, config_, flags_);
+  // logits runs the model over given token ids: no tokenizer, scheduler or sampling.
+  set_unused_flags(flags_,
+                   {"--tokenizer", "--served-model-name", "--max-num-seqs", "--batching",
+                    "--max-delay-ms", "--prefill-policy", "--scheduling-policy", "--seed",
+                    "--kv-cache-memory", "--num-kv-blocks", "--generation-config",
+                    "--enable-chunked-prefill", "--no-enable-chunked-prefill",
+                    "--enable-prefix-caching", "--no-enable-prefix-caching",
+                    "--kv-cache-prefault", "--no-kv-cache-prefault"},
+                   "logits");
   cmd_->add_option("--token-ids", token_ids_, "Comma-separated token ids, e.g. 1,403,407")
       ->required();
   cmd_->add_option("--out", out_path_, "Output .npy path (float32 [num_tokens, vocab])")
@@ -46,17 +55,6 @@ LogitsCommand::LogitsCommand(CLI::App& app) {
 
 int LogitsCommand::run() {
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
-  // logits runs the model over given token ids: no tokenizer, scheduler or sampling.
-  if (Status st = reject_unused_flags(
-          flags_, {"--tokenizer", "--served-model-name", "--max-num-seqs", "--batching",
-                   "--max-delay-ms", "--prefill-policy", "--scheduling-policy", "--seed",
-                   "--kv-cache-memory", "--num-kv-blocks", "--generation-config",
-                   "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-                   "--enable-prefix-caching", "--no-enable-prefix-caching",
-                   "--kv-cache-prefault", "--no-kv-cache-prefault"},
-          "logits");
-      !st.ok())
-    return fail(st);
   if (Status st = config_.validate(); !st.ok()) return fail(st);
   auto ids = parse_ids(token_ids_);
   if (!ids.ok()) return fail(ids.status());

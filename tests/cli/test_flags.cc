@@ -152,6 +152,40 @@ TEST(Flags, ThreadsZeroIsAutoAndTheRangeIsTheSameEverywhere) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/t.gguf.tmp"));
 }
 
+// logits (and generate, bench) refuse the engine flags they have no use for before any other
+// check, so no hint sends the user to a flag the command refuses; their --help lists them
+// apart; a bad value is still named as such (as serve names it).
+TEST(Flags, UnusedFlagsAreRefusedFirstAndListedApart) {
+  const std::string l = "logits " + gguf() + " --token-ids 1,2 --out x.npy ";
+  const std::string hint = " (see 'llmserve logits --help')";
+  expect_error(l + "--max-delay-ms 3", "--max-delay-ms has no effect on 'llmserve logits'");
+  expect_error(l + "--prefill-policy mixed", "--prefill-policy has no effect on 'llmserve logits'");
+  expect_error(l + "--seed 1 --prefill-policy mixed",
+               "--prefill-policy has no effect on 'llmserve logits'");
+  expect_error(l + "--max-delay-ms -1", "--max-delay-ms: must be in [0, 3600000], got -1" + hint);
+  expect_error(l + "--max-delay-ms nan", "--max-delay-ms: must be in [0, 3600000], got nan" + hint);
+  expect_error("serve " + gguf() + " --max-delay-ms -1",
+               "--max-delay-ms: must be in [0, 3600000], got -1 (see 'llmserve serve --help')");
+  expect_error("generate " + gguf() + " --prompt hi --max-delay-ms 5",
+               "--max-delay-ms has no effect on 'llmserve generate'");
+  // Before the engine's own refusals too.
+  expect_error(l + "-tp 2 --num-kv-blocks 4", "--num-kv-blocks has no effect on 'llmserve logits'");
+  auto r = run_llmserve("logits --help");
+  ASSERT_EQ(r.exit_code, 0);
+  const size_t apart = r.out.find("Refused by 'llmserve logits' (no effect there):");
+  ASSERT_NE(apart, std::string::npos) << r.out;
+  for (const char* f : {"--tokenizer", "--served-model-name", "--generation-config",
+                        "--max-num-seqs", "--enable-chunked-prefill", "--batching",
+                        "--max-delay-ms", "--prefill-policy", "--scheduling-policy",
+                        "--enable-prefix-caching", "--kv-cache-prefault", "--kv-cache-memory",
+                        "--num-kv-blocks", "--seed"})
+    EXPECT_GT(r.out.find(std::string("  ") + f), apart) << f;
+  for (const char* f : {"--dtype", "--max-model-len", "--threads", "--quantization", "--token-ids"})
+    EXPECT_LT(r.out.find(std::string("  ") + f), apart) << f;
+  r = run_llmserve("serve --help");
+  EXPECT_FALSE(has(r.out, "Refused by")) << r.out;
+}
+
 TEST(Flags, RepeatedFlagTakesTheLastValue) {
   auto r = run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 3 --max-tokens 5 "
                         "--ignore-eos --json --threads 1");
