@@ -162,7 +162,8 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
                      "Refused (a CPU engine): size the KV cache with --kv-cache-memory");
   app.add_option("--quantization", c.quantization,
                  "Quantize f32/f16/bf16 weight matrices at load (norms untouched): " +
-                     quantization_flag_names() + "; an already quantized file must match")
+                     quantization_flag_names() + "; an already quantized file must match (its types "
+                     "are those the value gives, or mostly the value's type)")
       ->check(CLI::IsMember(quantization_flag_values()));
   app.add_option("--log-level", v.log_level, "Log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))

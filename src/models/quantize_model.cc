@@ -100,6 +100,18 @@ Expected<QuantizationPlan> plan_quantization_flag(const ModelFile& file, std::st
     elements[t->dtype] += t->numel();
   }
   if (!plan.present.empty()) {
+    // Exactly what the value would make of these shapes, fallbacks included (a file written
+    // by `llmserve quantize` or llama-quantize with that type, e.g. Q4_K_M over rows of 172
+    // values: Q5_0 and Q8_0): as asked, whatever its main type.
+    if (auto same = plan_model_quantization(file, *scheme); same.ok()) {
+      const bool exact = std::all_of(same->begin(), same->end(), [](const TensorPlan& p) {
+        return p.type == p.tensor->dtype;
+      });
+      if (exact) {
+        plan.already_quantized = true;
+        return plan;
+      }
+    }
     const DType main = std::max_element(elements.begin(), elements.end(), [](auto& a, auto& b) {
                          return a.second < b.second;
                        })->first;

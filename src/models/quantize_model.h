@@ -75,7 +75,8 @@ Expected<QuantizationPlan> plan_quantization_flag(const ModelFile& file, std::st
 /// --quantization `value` (find_quantization_flag) on an opened model: every matrix the plan
 /// quantizes is converted and replaces the file's tensor in memory (ModelFile::replace_tensor;
 /// call before building a model from the file); 1-D tensors (norms, biases) are untouched.
-/// A file that already holds quantized tensors is left as it is when its main type (most
+/// A file that already holds quantized tensors is left as it is when its tensor types are
+/// exactly those the value gives its shapes (fallbacks included), or when its main type (most
 /// elements among its quantized tensors) is the value's type, and is an error otherwise.
 /// Errors: InvalidArgument for an unknown value, an already-quantized file of another type
 /// (naming the file's types), rows no type fits, non-finite weights; Unimplemented for

@@ -229,5 +229,38 @@ TEST(InMemory, AlreadyQuantizedFilesMustMatch) {
   EXPECT_NE(r.err.find("error: --quantization q8_0:"), std::string::npos) << r.err;
 }
 
+// A file whose types are exactly what the value gives these shapes is quantized as asked,
+// even when the main type is a fallback: stories260K's 172-value rows make `quantize --type
+// Q4_K_M` write Q5_0 x29, Q8_0 x3 (and F16 where nothing fits), no Q4_K at all; `--quantization
+// q4_k_m` on that file must be accepted, with the logits of quantizing at load.
+TEST(InMemoryCli, FileOfTheValuesExactTypesIsQuantizedAsAsked) {
+  const std::string model = std::string(LLMSERVE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  const std::string file = work_dir() + "/stories-q4km.gguf";
+  auto r = run_llmserve("quantize " + model + " " + file + " --type Q4_K_M --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string args = " --threads 2 --token-ids 1,403,407,260,345 --out ";
+  const std::string a = work_dir() + "/s-load.npy", b = work_dir() + "/s-file.npy";
+  r = run_llmserve("logits " + model + " --quantization q4_k_m" + args + a);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("q4_k_m: 37 weight matrices -> F16 x5, Q5_0 x29, Q8_0 x3"),
+            std::string::npos) << r.err;
+  r = run_llmserve("logits " + file + " --quantization q4_k_m" + args + b);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("q4_k_m: the weights are already quantized as asked"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(testing::slurp(a), testing::slurp(b));
+  // Its main type (Q5_0) still matches q5_0; pure q4_k would give other types (no Q8_0).
+  auto opened = ModelFile::open(file);
+  ASSERT_TRUE(opened.ok());
+  auto q5 = plan_quantization_flag(**opened, "q5_0");
+  ASSERT_TRUE(q5.ok()) << q5.status().message();
+  EXPECT_TRUE(q5->already_quantized);
+  auto pure = plan_quantization_flag(**opened, "q4_k");
+  ASSERT_FALSE(pure.ok());
+  EXPECT_NE(pure.status().message().find("already quantized (tensors: Q5_0 x29, Q8_0 x3; mostly "
+                                         "Q5_0); pass --quantization q5_0"),
+            std::string::npos) << pure.status().message();
+}
+
 }  // namespace
 }  // namespace llmserve
