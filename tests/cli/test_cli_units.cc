@@ -45,6 +45,15 @@ TEST(HumanInt, ValidatorRewritesAndBounds) {
   EXPECT_EQ(v(s), "must be >= 1, got 0");
   s = "3G";
   EXPECT_EQ(v(s), "must be <= 2147483647, got 3G");
+  // A bound of its own on both sides (--threads) reads as a range.
+  CLI::Validator threads = human_int(0, 1024);
+  for (const char* bad : {"-1", "1025", "99999"}) {
+    s = bad;
+    EXPECT_EQ(threads(s), fmt::format("must be in [0, 1024], got {}", bad));
+  }
+  s = "1K";
+  EXPECT_EQ(threads(s), "");
+  EXPECT_EQ(s, "1024");
 }
 
 TEST(DtypeFlag, VllmAndShortSpellings) {
