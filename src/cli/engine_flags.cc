@@ -128,7 +128,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
                            "not on first use under a request (default: {})",
                            c.cache.kv_cache_prefault ? "on" : "off"));
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
-                 "KV cache budget in bytes (suffixes KiB/MiB/GiB accepted; default 2GiB)");
+                 "KV cache budget in bytes (suffixes KiB/MiB/GiB/TiB accepted; default 2GiB)");
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
                  "Number of KV blocks (overrides --kv-cache-memory; at least 1)")
       ->transform(human_int(1));
@@ -202,7 +202,11 @@ Expected<int64_t> parse_bytes(const std::string& text) {
   else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
   else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1048576.0;
   else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1073741824.0;
-  else return InvalidArgument("--kv-cache-memory: unknown unit '{}' in '{}'", unit, text);
+  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1099511627776.0;
+  else
+    return InvalidArgument("--kv-cache-memory: unknown unit '{}' in '{}' (units: B, KiB, MiB, "
+                           "GiB, TiB; K/KB, M/MB, G/GB, T/TB the same, binary)",
+                           text.substr(i), text);
   const double bytes = value * mult;
   if (!(bytes >= 1) || bytes > 9e18)
     return InvalidArgument("--kv-cache-memory: '{}' is out of range", text);

@@ -62,7 +62,8 @@ void add_model_options(CLI::App& app, std::string& positional, std::string& flag
 Expected<std::string> resolve_model_path(const std::string& positional, const std::string& flag,
                                          bool required);
 
-/// Parses "123", "64KiB", "512MiB", "2GiB", "2G", "1.5GB" into bytes (binary units).
+/// Parses "123", "64KiB", "512MiB", "2GiB", "2G", "1.5GB", "1TiB" into bytes (binary units,
+/// case-insensitive). Errors name --kv-cache-memory (an unknown unit: with the accepted ones).
 Expected<int64_t> parse_bytes(const std::string& text);
 
 /// The --dtype / --kv-cache-dtype spellings: vLLM's (auto, float32, float, bfloat16, float16,

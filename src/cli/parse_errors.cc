@@ -95,6 +95,10 @@ std::string plain_message(const CLI::App& cmd, const CLI::ParseError& error) {
       const std::string name = message.substr(convert.size(), eq - convert.size());
       const std::string value = message.substr(eq + 3);
       const CLI::Option* opt = cmd.get_option_no_throw(name);
+      // A flag (--x, --x=VALUE) has no type name: the spellings CLI11 reads as a boolean.
+      if (opt != nullptr && opt->get_expected_max() == 0)
+        return fmt::format("{}: '{}' is not a boolean (true/false, yes/no, on/off, 1/0)", name,
+                           value);
       return fmt::format("{}: '{}' is not {}", name, value,
                          type_phrase(opt != nullptr ? opt->get_type_name() : "TEXT"));
     }

@@ -56,6 +56,23 @@ TEST(HumanInt, ValidatorRewritesAndBounds) {
   EXPECT_EQ(s, "1024");
 }
 
+TEST(ByteSizes, BinaryUnitsUpToTiB) {
+  const std::pair<const char*, int64_t> ok[] = {
+      {"123", 123},        {"64KiB", 65536},        {"512mib", int64_t{512} << 20},
+      {"2G", int64_t{2} << 30}, {"1.5GB", int64_t{3} << 29}, {"1TiB", int64_t{1} << 40},
+      {"2t", int64_t{2} << 40}, {"0.5TB", int64_t{1} << 39}};
+  for (const auto& [text, want] : ok) {
+    auto v = parse_bytes(text);
+    ASSERT_TRUE(v.ok()) << text << ": " << v.status().message();
+    EXPECT_EQ(*v, want) << text;
+  }
+  EXPECT_EQ(parse_bytes("3PiB").status().message(),
+            "--kv-cache-memory: unknown unit 'PiB' in '3PiB' (units: B, KiB, MiB, GiB, TiB; "
+            "K/KB, M/MB, G/GB, T/TB the same, binary)");
+  EXPECT_EQ(parse_bytes("9000000TiB").status().message(),
+            "--kv-cache-memory: '9000000TiB' is out of range");
+}
+
 TEST(DtypeFlag, VllmAndShortSpellings) {
   const std::pair<const char*, std::optional<DType>> ok[] = {
       {"auto", std::nullopt},     {"float32", DType::kF32},   {"float", DType::kF32},

@@ -285,6 +285,21 @@ TEST(Flags, ParseErrorsAreOneLineWithAHint) {
   expect_error("generate " + gguf() + " --prompt hi --log-level loud",
                "--log-level: loud not in {trace,debug,info,warn,error,critical,off} (see "
                "'llmserve generate --help')");
+  // A flag's value: the boolean spellings (was "'bogus' is not a valid value ()").
+  const std::string booleans = "is not a boolean (true/false, yes/no, on/off, 1/0)";
+  expect_error("generate " + gguf() + " --prompt hi --kv-cache-prefault=bogus",
+               "--kv-cache-prefault: 'bogus' " + booleans + " (see 'llmserve generate --help')");
+  expect_error("serve " + gguf() + " --disable-ui=maybe",
+               "--disable-ui: 'maybe' " + booleans + " (see 'llmserve serve --help')");
+  EXPECT_TRUE(has(generate_log("--kv-cache-prefault=off --ignore-eos=yes"), "finish_reason"));
+  // --kv-cache-memory: TiB accepted; an unknown unit lists the accepted ones.
+  auto r = run_llmserve("inspect " + gguf() + " --kv-cache-memory 1TiB --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kv_cache"]["blocks"],
+            (int64_t{1} << 40) / nlohmann::json::parse(r.out)["kv_cache"]["bytes_per_block"].get<int64_t>());
+  expect_error("generate " + gguf() + " --prompt hi --kv-cache-memory 10PiB",
+               "--kv-cache-memory: unknown unit 'PiB' in '10PiB' (units: B, KiB, MiB, GiB, TiB; "
+               "K/KB, M/MB, G/GB, T/TB the same, binary)");
 }
 
 TEST(Flags, BenchServeDeadUrlIsConnectionRefused) {
