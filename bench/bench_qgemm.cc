@@ -3,7 +3,8 @@
 // [32000, 1024]) and TinyLlama-1.1B's (qkv [2560, 2048], gate_up [11264, 2048], down
 // [2048, 5632]) for M = 1, 8, 32, 512 and the common types (Q4_K, Q6_K, Q8_0, Q5_K, Q4_0,
 // Q5_0, IQ4_NL, IQ4_XS), on prepared weights as a model loads them (bench_gemm has the same
-// shapes in bf16 / f32 for comparison).
+// shapes in bf16 / f32 for comparison). qgemm_moe/*: one MoE layer's grouped decode GEMMs
+// (run_moe).
 //
 // Weights are random codes with sane fp16 scales (speed does not depend on the values) and
 // rotate through copies totalling > 2x the last-level cache, so each call streams its
@@ -13,6 +14,7 @@
 // copies (1: cache-resident weights, the kernels' arithmetic alone).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -64,7 +66,7 @@ struct Weights {
   int64_t file_bytes = 0;
 };
 
-Weights make(DType t, int64_t n, int64_t k, WeightUse use) {
+Weights make(DType t, int64_t n, int64_t k, WeightUse use, int64_t total_bytes = int64_t{160} << 20) {
   Weights w;
   const int64_t row = dtype_row_bytes(t, k), bb = dtype_block_bytes(t);
   w.file_bytes = n * row;
@@ -72,7 +74,7 @@ Weights make(DType t, int64_t n, int64_t k, WeightUse use) {
   // kernel's arithmetic alone (no DRAM stream).
   const char* env_copies = std::getenv("LLMSERVE_BENCH_COPIES");
   const int64_t copies = env_copies != nullptr ? std::max(1, std::atoi(env_copies))
-                                               : std::max<int64_t>(2, (int64_t{160} << 20) / w.file_bytes);
+                                               : std::max<int64_t>(1, total_bytes / w.file_bytes);
   std::mt19937 rng(1);
   for (int64_t c = 0; c < copies; ++c) {
     auto b = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(w.file_bytes));
@@ -119,6 +121,53 @@ void run(benchmark::State& state, DType t, int64_t n, int64_t k, bool silu) {
   state.SetLabel(std::string(dtype_ggml_name(t)) + " " + quant_gemm_isa());
 }
 
+/// One MoE layer's decode GEMMs (qwen3moe-1b: 64 experts, top-8, dim 1024, width 512): the
+/// 8 chosen experts' gate/up [2 x 512, 1024] through gemm_silu_mul_grouped, or their down
+/// [1024, 512] through gemm_grouped, M = 1 row each, experts drawn at random per call from
+/// copies of the 64 totalling > 2x the last-level cache (as a forward pass streams them).
+void run_moe(benchmark::State& state, DType t, bool up) {
+  constexpr int64_t kExperts = 64, kUsed = 8, kDim = 1024, kWidth = 512;
+  const int64_t n = up ? 2 * kWidth : kDim, k = up ? kDim : kWidth;
+  // Each expert in copies of 160 MiB / 64 in all (LLMSERVE_BENCH_COPIES applies per expert).
+  std::vector<Weights> experts;
+  for (int64_t e = 0; e < kExperts; ++e)
+    experts.push_back(make(t, n, k, up ? WeightUse::kSiluMul : WeightUse::kGemm, (int64_t{160} << 20) / kExperts));
+  const int64_t out = up ? kWidth : kDim;
+  std::vector<float> x(static_cast<size_t>(kUsed * k)), y(static_cast<size_t>(kUsed * out));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  // 512 draws of 8 experts, made before timing; draw j uses copy j of each expert.
+  constexpr int64_t kDraws = 512;
+  std::vector<std::vector<GemmProblem>> draws(kDraws);
+  std::vector<int64_t> chosen(kExperts);
+  for (int64_t e = 0; e < kExperts; ++e) chosen[e] = e;
+  for (int64_t j = 0; j < kDraws; ++j) {
+    std::shuffle(chosen.begin(), chosen.end(), rng);
+    std::sort(chosen.begin(), chosen.begin() + kUsed);  // the MoE layer's expert order
+    for (int64_t i = 0; i < kUsed; ++i) {
+      const Weights& w = experts[static_cast<size_t>(chosen[i])];
+      // gate/up: every expert reads the token's row; down: its own hidden row.
+      draws[j].push_back({&x[up ? 0 : i * k], 1, &w.copies[j % w.copies.size()], &y[i * out]});
+    }
+  }
+  size_t j = 0;
+  for (auto _ : state) {
+    const std::vector<GemmProblem>& problems = draws[j++ % kDraws];
+    if (up)
+      gemm_silu_mul_grouped(problems, &pool());
+    else
+      gemm_grouped(problems, &pool());
+    benchmark::ClobberMemory();
+  }
+  const auto& lim = bench::machine_limits(threads());
+  const double bytes = double(kUsed) * double(experts[0].file_bytes);
+  state.counters["weight_GBps"] =
+      benchmark::Counter(double(state.iterations()) * bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["bw_GBps_limit"] = lim.read_bandwidth_gbs;
+  state.SetLabel(std::string(dtype_ggml_name(t)) + " " + quant_gemm_isa());
+}
+
 struct Shape {
   const char* name;
   int64_t n, k;
@@ -142,6 +191,12 @@ const DType kBenchTypes[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ
           [t, s](benchmark::State& st) { run(st, t, s.n, s.k, s.silu); });
       b->Arg(1)->Arg(8)->Arg(32)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
+  for (DType t : {DType::kQ4_K, DType::kQ6_K})
+    for (bool up : {true, false})
+      benchmark::RegisterBenchmark(
+          (std::string("qgemm_moe/") + std::string(dtype_ggml_name(t)) + (up ? "/up8" : "/down8")).c_str(),
+          [t, up](benchmark::State& st) { run_moe(st, t, up); })
+          ->UseRealTime()->Unit(benchmark::kMicrosecond);
   return 0;
 }();
 

@@ -1,6 +1,9 @@
 #include "models/moe.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -23,6 +26,19 @@ Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int
     prepare_weight(gu, WeightUse::kSiluMul);
     m.gate_up.push_back(std::move(gu));
     prepare_weight(m.down[e]);
+  }
+  // The router's rows in two halves for experts_one_token's first two threads (a GEMM
+  // column's result does not depend on the other columns: test_moe checks the bits against
+  // the whole router's with halves of 4 rows).
+  if (E % 2 == 0 && m.router.data != nullptr && m.router.parts == nullptr) {
+    const int64_t half = E / 2, row_bytes = dtype_row_bytes(m.router.dtype, dim);
+    for (int64_t i = 0; i < 2; ++i) {
+      WeightMatrix slice = m.router;
+      slice.data = static_cast<const uint8_t*>(m.router.data) + i * half * row_bytes;
+      slice.rows = half;
+      prepare_weight(slice);
+      m.router_halves.push_back(std::move(slice));
+    }
   }
   prepare_weight(m.router);
   if (c.shared_expert_ffn_dim > 0) {
@@ -61,15 +77,53 @@ Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int
 
 void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y,
                      ThreadPool* pool) {
-  const int64_t E = c.n_experts, K = c.n_experts_used, F = c.expert_ffn_dim, dim = c.dim;
+  const int64_t E = c.n_experts, K = c.n_experts_used, dim = c.dim;
   router_logits_.resize(T * E);
   chosen_.resize(T * K);
   weights_.resize(T * K);
   expert_out_.resize(T * K * dim);
+  const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
+  if (T == 1 && pool != nullptr && pool->num_threads() > 1 && K >= pool->num_threads()) {
+    experts_one_token(c, w, x, bias, pool);
+  } else {
+    experts_grouped(c, w, x, T, bias, pool);
+  }
+  const bool shared = c.shared_expert_ffn_dim > 0;
+  if (shared) {
+    shared_hidden_.resize(T * c.shared_expert_ffn_dim);
+    shared_out_.resize(T * dim);
+    gemm_silu_mul(x, T, w.shared_gate_up, shared_hidden_.data(), pool);
+    gemm(shared_hidden_.data(), T, w.shared_down, shared_out_.data(), pool);
+  }
+  // Each token's weighted sum in rank order (then the shared expert): independent of the batch.
+  for (int64_t t = 0; t < T; ++t) {
+    float* out = y + t * dim;
+    std::fill_n(out, dim, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float wk = weights_[t * K + k];
+      const float* o = &expert_out_[(t * K + k) * dim];
+      for (int64_t d = 0; d < dim; ++d) out[d] += wk * o[d];
+    }
+    if (shared && w.shared_gate.empty()) {
+      const float* o = &shared_out_[t * dim];
+      for (int64_t d = 0; d < dim; ++d) out[d] += o[d];
+    } else if (shared) {
+      const float* xt = x + t * dim;
+      float z = 0;
+      for (int64_t d = 0; d < dim; ++d) z += w.shared_gate[d] * xt[d];
+      const float g = 1.0f / (1.0f + std::exp(-z));
+      const float* o = &shared_out_[t * dim];
+      for (int64_t d = 0; d < dim; ++d) out[d] += g * o[d];
+    }
+  }
+}
+
+void MoeMlp::experts_grouped(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T,
+                             const float* bias, ThreadPool* pool) {
+  const int64_t E = c.n_experts, K = c.n_experts_used, F = c.expert_ffn_dim, dim = c.dim;
   gemm(x, T, w.router, router_logits_.data(), pool);
   rows_.resize(E);  // cleared, not reallocated: this runs every layer of every step
   for (std::vector<int32_t>& r : rows_) r.clear();
-  const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   for (int64_t t = 0; t < T; ++t) {
     router_.route(c, &router_logits_[t * E], bias, &chosen_[t * K], &weights_[t * K]);
     for (int64_t k = 0; k < K; ++k) rows_[chosen_[t * K + k]].push_back(static_cast<int32_t>(t * K + k));
@@ -117,34 +171,47 @@ void MoeMlp::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
       for (int64_t i = 0; i < n; ++i) std::copy_n(&out_[i * dim], dim, &expert_out_[rows[i] * dim]);
     }
   }
-  const bool shared = c.shared_expert_ffn_dim > 0;
-  if (shared) {
-    shared_hidden_.resize(T * c.shared_expert_ffn_dim);
-    shared_out_.resize(T * dim);
-    gemm_silu_mul(x, T, w.shared_gate_up, shared_hidden_.data(), pool);
-    gemm(shared_hidden_.data(), T, w.shared_down, shared_out_.data(), pool);
-  }
-  // Each token's weighted sum in rank order (then the shared expert): independent of the batch.
-  for (int64_t t = 0; t < T; ++t) {
-    float* out = y + t * dim;
-    std::fill_n(out, dim, 0.0f);
-    for (int64_t k = 0; k < K; ++k) {
-      const float wk = weights_[t * K + k];
-      const float* o = &expert_out_[(t * K + k) * dim];
-      for (int64_t d = 0; d < dim; ++d) out[d] += wk * o[d];
+}
+
+void MoeMlp::experts_one_token(const ModelConfig& c, const MoeWeights& w, const float* x,
+                               const float* bias, ThreadPool* pool) {
+  const int64_t E = c.n_experts, K = c.n_experts_used, F = c.expert_ffn_dim, dim = c.dim;
+  const int n = pool->num_threads();
+  // With the router in halves, threads 0 and 1 score one half each into router_logits_ and
+  // every thread waits for both (a spin: the job's threads all run at once); otherwise every
+  // thread scores all experts itself.
+  const bool halves = w.router_halves.size() == 2;
+  std::atomic<int> halves_done{0};
+  thread_routers_.resize(static_cast<size_t>(n));
+  thread_logits_.resize(static_cast<size_t>(n * E));
+  thread_chosen_.resize(static_cast<size_t>(n * K));
+  thread_weights_.resize(static_cast<size_t>(n * K));
+  hidden_.resize(static_cast<size_t>(n * F));
+  pool->parallel_for(n, [&](int64_t t, int64_t) {
+    // Every thread scores and routes the token itself (the same calls on the same row: the
+    // same bits), then runs its share of the chosen experts whole, in rank order.
+    const float* logits = &thread_logits_[t * E];
+    int32_t* ids = &thread_chosen_[t * K];
+    float* wk = &thread_weights_[t * K];
+    if (halves) {
+      if (t < 2) {
+        gemm(x, 1, w.router_halves[t], &router_logits_[t * (E / 2)], nullptr);
+        halves_done.fetch_add(1, std::memory_order_release);
+      }
+      while (halves_done.load(std::memory_order_acquire) < 2) _mm_pause();
+      logits = router_logits_.data();
+    } else {
+      gemm(x, 1, w.router, &thread_logits_[t * E], nullptr);
     }
-    if (shared && w.shared_gate.empty()) {
-      const float* o = &shared_out_[t * dim];
-      for (int64_t d = 0; d < dim; ++d) out[d] += o[d];
-    } else if (shared) {
-      const float* xt = x + t * dim;
-      float z = 0;
-      for (int64_t d = 0; d < dim; ++d) z += w.shared_gate[d] * xt[d];
-      const float g = 1.0f / (1.0f + std::exp(-z));
-      const float* o = &shared_out_[t * dim];
-      for (int64_t d = 0; d < dim; ++d) out[d] += g * o[d];
+    thread_routers_[t].route(c, logits, bias, ids, wk);
+    float* h = &hidden_[t * F];
+    for (int64_t k = t * K / n; k < (t + 1) * K / n; ++k) {
+      gemm_silu_mul(x, 1, w.gate_up[ids[k]], h, nullptr);
+      gemm(h, 1, w.down[ids[k]], &expert_out_[k * dim], nullptr);
     }
-  }
+  });
+  std::copy_n(thread_chosen_.data(), K, chosen_.data());
+  std::copy_n(thread_weights_.data(), K, weights_.data());
 }
 
 }  // namespace llmserve

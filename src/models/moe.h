@@ -24,6 +24,8 @@ namespace llmserve {
 /// One layer's expert weights, prepared for the GEMMs.
 struct MoeWeights {
   WeightMatrix router;                 // [n_experts, dim] (GGUF ffn_gate_inp, HF mlp.gate)
+  std::vector<WeightMatrix> router_halves;  // its rows [0, E/2) and [E/2, E) when E is even
+                                            // (MoeMlp::experts_one_token), else empty
   std::vector<WeightMatrix> gate_up;   // per expert [2 * expert_ffn_dim, dim]: gate over up
   std::vector<WeightMatrix> down;      // per expert [dim, expert_ffn_dim]
   // Qwen2-MoE's shared expert (empty when ModelConfig::shared_expert_ffn_dim is 0).
@@ -52,6 +54,19 @@ class MoeMlp {
   void forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* y, ThreadPool* pool);
 
  private:
+  /// Routes the T tokens (chosen_, weights_) and writes each choice's expert output
+  /// (expert_out_): one gate/up and one down GEMM per active expert over its gathered rows.
+  void experts_grouped(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T,
+                       const float* bias, ThreadPool* pool);
+  /// The same for one token (single-stream decode) as one pool job: threads 0 and 1 score
+  /// one router half each (MoeWeights::router_halves; else every thread scores all experts),
+  /// every thread routes the token itself, then runs its share of the k chosen experts
+  /// whole, each GEMM on one thread. The layer's MLP costs one dispatch instead of three,
+  /// nothing runs serially between router, gate/up and down, and each thread streams whole
+  /// expert matrices. Same bits as experts_grouped (a GEMM row's result depends on neither M
+  /// nor the thread split).
+  void experts_one_token(const ModelConfig& c, const MoeWeights& w, const float* x,
+                         const float* bias, ThreadPool* pool);
   /// Chosen rows (tokens x k) up to which a step runs its experts' GEMMs as one group.
   static constexpr int64_t kMaxGroupedRows = 256;
   std::vector<float> router_logits_;        // [T, n_experts]
@@ -62,6 +77,12 @@ class MoeMlp {
   std::vector<float> x_in_, hidden_, out_;  // [T * k, .]: the chosen rows gathered by expert, their SwiGLU, their output
   std::vector<float> expert_out_;           // [T * k, dim]: each choice's expert output
   std::vector<float> shared_hidden_, shared_out_;  // [T, shared width], [T, dim]
+  // experts_one_token's per-thread state: routers, [threads, n_experts] logits, [threads, k]
+  // choices and weights (hidden_ holds [threads, width]).
+  std::vector<MoeRouter> thread_routers_;
+  std::vector<float> thread_logits_;
+  std::vector<int32_t> thread_chosen_;
+  std::vector<float> thread_weights_;
 };
 
 }  // namespace llmserve

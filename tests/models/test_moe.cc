@@ -81,6 +81,30 @@ TEST(Moe, LogitsDoNotDependOnWhichTokensShareAnExpert) {
   for (const char* m : kModels) testing::expect_chunking_invariant(kData + m + "/model.gguf");
 }
 
+// A one-token step with a pool of at least k threads runs the layer's router and experts as one
+// pool job, every expert GEMM on one thread (MoeMlp::experts_one_token); with one thread, or
+// more threads than chosen experts, the grouped GEMMs. Both must give the bits of the whole
+// prompt, for float and for quantized experts.
+TEST(Moe, OneTokenStepsGiveTheSameBitsOnAnyThreadCount) {
+  const auto ids = testing::tiny_sequence("long");
+  const std::string dir = ::testing::TempDir() + "/moe_threads";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string model = kData + std::string("qwen3moe-tiny/model.gguf"), q = dir + "/q4_k_m.gguf";
+  ASSERT_EQ(std::system((std::string(LLMSERVE_BIN) + " quantize " + model + " " + q +
+                         " --type Q4_K_M > /dev/null 2>&1").c_str()), 0);
+  for (const std::string& m : {kData + "qwen2moe-tiny/model.gguf", model, q}) {
+    auto whole = testing::tiny_logits(m, ids, 2048, 16, "flash", 2);
+    ASSERT_TRUE(whole.ok()) << whole.status().message();
+    for (int32_t threads : {1, 2, 3}) {
+      auto steps = testing::tiny_logits(m, ids, 1, 16, "flash", threads);
+      ASSERT_TRUE(steps.ok()) << steps.status().message();
+      EXPECT_EQ(testing::compare(*whole, *steps, 512).max_diff, 0.0) << m << ", " << threads << " threads";
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Experts in quantized types (llmserve quantize: Q8_0, and Q4_K_M, whose 64-wide rows fall back
 // to Q5_0 / Q8_0 as llama-quantize's do) through the quantized GEMMs, against the same model with
 // each tensor dequantized to F32 (llmserve dequantize, itself checked bit for bit against gguf-py

@@ -38,16 +38,17 @@ inline std::vector<float> tiny_reference(const std::string& model, const std::st
   return ref.ok() ? ref->data : std::vector<float>{};
 }
 
-/// Our logits for every position of `ids` (F32 KV cache, 2 threads).
+/// Our logits for every position of `ids` (F32 KV cache, `threads` threads).
 inline Expected<std::vector<float>> tiny_logits(const std::string& path, const std::vector<int32_t>& ids,
-                                                int32_t chunk, int32_t block_size, const std::string& backend) {
+                                                int32_t chunk, int32_t block_size, const std::string& backend,
+                                                int32_t threads = 2) {
   LLMS_ASSIGN_OR_RETURN(auto file, ModelFile::open(path));
   PromptLogitsOptions opt;
   opt.chunk_size = chunk;
   opt.block_size = block_size;
   opt.attention_backend = backend;
   opt.kv_cache_dtype = DType::kF32;
-  opt.num_threads = 2;
+  opt.num_threads = threads;
   return compute_prompt_logits(*file, ids, opt);
 }
 
