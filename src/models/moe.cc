@@ -188,8 +188,8 @@ void MoeMlp::experts_one_token(const ModelConfig& c, const MoeWeights& w, const 
   thread_weights_.resize(static_cast<size_t>(n * K));
   hidden_.resize(static_cast<size_t>(n * F));
   pool->parallel_for(n, [&](int64_t t, int64_t) {
-    // Every thread scores and routes the token itself (the same calls on the same row: the
-    // same bits), then runs its share of the chosen experts whole, in rank order.
+    // Every thread routes the token itself from the same logits (the same float code: the
+    // same choice), then runs its share of the chosen experts whole, in rank order.
     const float* logits = &thread_logits_[t * E];
     int32_t* ids = &thread_chosen_[t * K];
     float* wk = &thread_weights_[t * K];
