@@ -24,8 +24,6 @@ namespace llmserve {
 /// One layer's expert weights, prepared for the GEMMs.
 struct MoeWeights {
   WeightMatrix router;                 // [n_experts, dim] (GGUF ffn_gate_inp, HF mlp.gate)
-  std::vector<WeightMatrix> router_halves;  // its rows [0, E/2) and [E/2, E) when E is even
-                                            // (MoeMlp::experts_one_token), else empty
   std::vector<WeightMatrix> gate_up;   // per expert [2 * expert_ffn_dim, dim]: gate over up
   std::vector<WeightMatrix> down;      // per expert [dim, expert_ffn_dim]
   // Qwen2-MoE's shared expert (empty when ModelConfig::shared_expert_ffn_dim is 0).
@@ -58,9 +56,8 @@ class MoeMlp {
   /// (expert_out_): one gate/up and one down GEMM per active expert over its gathered rows.
   void experts_grouped(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T,
                        const float* bias, ThreadPool* pool);
-  /// The same for one token (single-stream decode) as one pool job: threads 0 and 1 score
-  /// one router half each (MoeWeights::router_halves; else every thread scores all experts),
-  /// every thread routes the token itself, then runs its share of the k chosen experts
+  /// The same for one token (single-stream decode) as one pool job: every thread scores and
+  /// routes the token itself, then runs its share of the k chosen experts
   /// whole, each GEMM on one thread. The layer's MLP costs one dispatch instead of three,
   /// nothing runs serially between router, gate/up and down, and each thread streams whole
   /// expert matrices. Same bits as experts_grouped (a GEMM row's result depends on neither M
