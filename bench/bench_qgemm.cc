@@ -74,7 +74,7 @@ Weights make(DType t, int64_t n, int64_t k, WeightUse use, int64_t total_bytes =
   // kernel's arithmetic alone (no DRAM stream).
   const char* env_copies = std::getenv("LLMSERVE_BENCH_COPIES");
   const int64_t copies = env_copies != nullptr ? std::max(1, std::atoi(env_copies))
-                                               : std::max<int64_t>(1, total_bytes / w.file_bytes);
+                                               : std::max<int64_t>(2, total_bytes / w.file_bytes);
   std::mt19937 rng(1);
   for (int64_t c = 0; c < copies; ++c) {
     auto b = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(w.file_bytes));
