@@ -292,6 +292,15 @@ template <class V>
 void pack_x(const float* x, int64_t ldx, int64_t m_valid, int64_t k, int mr, float* dst) {
   using vec = typename V::vec;
   constexpr int L = V::L;
+  if (mr == 1) {  // one row (decode): dst[k][1] is the row itself; the L x L transposes
+                  // and one-lane stores below took 37 % of a [64, 1024] one-row GEMM
+    if (m_valid >= 1) {
+      std::memcpy(dst, x, static_cast<size_t>(k) * sizeof(float));
+    } else {
+      std::memset(dst, 0, static_cast<size_t>(k) * sizeof(float));
+    }
+    return;
+  }
   for (int64_t k0 = 0; k0 < k; k0 += L) {
     const int kn = static_cast<int>(min64(L, k - k0));
     vec r[L];
