@@ -4,7 +4,7 @@
 // [2048, 5632]) for M = 1, 8, 32, 512 and the common types (Q4_K, Q6_K, Q8_0, Q5_K, Q4_0,
 // Q5_0, IQ4_NL, IQ4_XS), on prepared weights as a model loads them (bench_gemm has the same
 // shapes in bf16 / f32 for comparison). qgemm_moe/*: one MoE layer's grouped decode GEMMs
-// (run_moe).
+// (run_moe); qgemm_moe/*/token: one layer's single-token expert job (run_moe_token).
 //
 // Weights are random codes with sane fp16 scales (speed does not depend on the values) and
 // rotate through copies totalling > 2x the last-level cache, so each call streams its
@@ -168,6 +168,53 @@ void run_moe(benchmark::State& state, DType t, bool up) {
   state.SetLabel(std::string(dtype_ggml_name(t)) + " " + quant_gemm_isa());
 }
 
+/// One MoE layer's single-token expert work as `MoeMlp::experts_one_token` runs it
+/// (qwen3moe-1b's shapes, type t for every expert matrix): one pool job in which each of the
+/// pool's threads runs its share of the 8 chosen experts whole, gate/up (SiLU-mul) then down,
+/// every GEMM on that thread alone. weight_GBps counts the 8 experts' gate/up and down bytes.
+void run_moe_token(benchmark::State& state, DType t) {
+  constexpr int64_t kExperts = 64, kUsed = 8, kDim = 1024, kWidth = 512;
+  std::vector<Weights> gate_up, down;
+  for (int64_t e = 0; e < kExperts; ++e) {
+    gate_up.push_back(make(t, 2 * kWidth, kDim, WeightUse::kSiluMul, (int64_t{107} << 20) / kExperts));
+    down.push_back(make(t, kDim, kWidth, WeightUse::kGemm, (int64_t{53} << 20) / kExperts));
+  }
+  const int n = pool().num_threads();
+  std::vector<float> x(static_cast<size_t>(kDim)), h(static_cast<size_t>(n * kWidth)),
+      y(static_cast<size_t>(kUsed * kDim));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  constexpr int64_t kDraws = 512;
+  std::vector<std::vector<int64_t>> draws(kDraws);
+  std::vector<int64_t> chosen(kExperts);
+  for (int64_t e = 0; e < kExperts; ++e) chosen[e] = e;
+  for (auto& d : draws) {
+    std::shuffle(chosen.begin(), chosen.end(), rng);
+    d.assign(chosen.begin(), chosen.begin() + kUsed);  // rank order, as the router gives it
+  }
+  size_t j = 0;
+  for (auto _ : state) {
+    const std::vector<int64_t>& ids = draws[j % kDraws];
+    const size_t copy = j++;
+    pool().parallel_for(n, [&](int64_t th, int64_t) {
+      for (int64_t k = th * kUsed / n; k < (th + 1) * kUsed / n; ++k) {
+        const Weights& gu = gate_up[static_cast<size_t>(ids[k])];
+        const Weights& dn = down[static_cast<size_t>(ids[k])];
+        gemm_silu_mul(x.data(), 1, gu.copies[copy % gu.copies.size()], &h[th * kWidth], nullptr);
+        gemm(&h[th * kWidth], 1, dn.copies[copy % dn.copies.size()], &y[k * kDim], nullptr);
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  const auto& lim = bench::machine_limits(threads());
+  const double bytes = double(kUsed) * double(gate_up[0].file_bytes + down[0].file_bytes);
+  state.counters["weight_GBps"] =
+      benchmark::Counter(double(state.iterations()) * bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["bw_GBps_limit"] = lim.read_bandwidth_gbs;
+  state.SetLabel(std::string(dtype_ggml_name(t)) + " " + quant_gemm_isa());
+}
+
 struct Shape {
   const char* name;
   int64_t n, k;
@@ -191,6 +238,10 @@ const DType kBenchTypes[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ
           [t, s](benchmark::State& st) { run(st, t, s.n, s.k, s.silu); });
       b->Arg(1)->Arg(8)->Arg(32)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
+  for (DType t : {DType::kQ4_K, DType::kQ6_K})
+    benchmark::RegisterBenchmark((std::string("qgemm_moe/") + std::string(dtype_ggml_name(t)) + "/token").c_str(),
+                                 [t](benchmark::State& st) { run_moe_token(st, t); })
+        ->UseRealTime()->Unit(benchmark::kMicrosecond);
   for (DType t : {DType::kQ4_K, DType::kQ6_K})
     for (bool up : {true, false})
       benchmark::RegisterBenchmark(
