@@ -121,6 +121,19 @@ void run(benchmark::State& state, DType t, int64_t n, int64_t k, bool silu) {
   state.SetLabel(std::string(dtype_ggml_name(t)) + " " + quant_gemm_isa());
 }
 
+/// 512 random choices of `used` of `experts` experts each, in rank order (as a router gives
+/// them), made before timing.
+std::vector<std::vector<int64_t>> expert_draws(std::mt19937& rng, int64_t experts, int64_t used) {
+  std::vector<std::vector<int64_t>> draws(512);
+  std::vector<int64_t> all(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) all[static_cast<size_t>(e)] = e;
+  for (auto& d : draws) {
+    std::shuffle(all.begin(), all.end(), rng);
+    d.assign(all.begin(), all.begin() + used);
+  }
+  return draws;
+}
+
 /// One MoE layer's decode GEMMs (qwen3moe-1b: 64 experts, top-8, dim 1024, width 512): the
 /// 8 chosen experts' gate/up [2 x 512, 1024] through gemm_silu_mul_grouped, or their down
 /// [1024, 512] through gemm_grouped, M = 1 row each, experts drawn at random per call from
@@ -138,13 +151,11 @@ void run_moe(benchmark::State& state, DType t, bool up) {
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
   // 512 draws of 8 experts, made before timing; draw j uses copy j of each expert.
-  constexpr int64_t kDraws = 512;
-  std::vector<std::vector<GemmProblem>> draws(kDraws);
-  std::vector<int64_t> chosen(kExperts);
-  for (int64_t e = 0; e < kExperts; ++e) chosen[e] = e;
-  for (int64_t j = 0; j < kDraws; ++j) {
-    std::shuffle(chosen.begin(), chosen.end(), rng);
-    std::sort(chosen.begin(), chosen.begin() + kUsed);  // the MoE layer's expert order
+  const std::vector<std::vector<int64_t>> ids = expert_draws(rng, kExperts, kUsed);
+  std::vector<std::vector<GemmProblem>> draws(ids.size());
+  for (size_t j = 0; j < ids.size(); ++j) {
+    std::vector<int64_t> chosen = ids[j];
+    std::sort(chosen.begin(), chosen.end());  // the grouped MoE layer's expert order
     for (int64_t i = 0; i < kUsed; ++i) {
       const Weights& w = experts[static_cast<size_t>(chosen[i])];
       // gate/up: every expert reads the token's row; down: its own hidden row.
@@ -153,7 +164,7 @@ void run_moe(benchmark::State& state, DType t, bool up) {
   }
   size_t j = 0;
   for (auto _ : state) {
-    const std::vector<GemmProblem>& problems = draws[j++ % kDraws];
+    const std::vector<GemmProblem>& problems = draws[j++ % draws.size()];
     if (up)
       gemm_silu_mul_grouped(problems, &pool());
     else
@@ -185,17 +196,10 @@ void run_moe_token(benchmark::State& state, DType t) {
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
-  constexpr int64_t kDraws = 512;
-  std::vector<std::vector<int64_t>> draws(kDraws);
-  std::vector<int64_t> chosen(kExperts);
-  for (int64_t e = 0; e < kExperts; ++e) chosen[e] = e;
-  for (auto& d : draws) {
-    std::shuffle(chosen.begin(), chosen.end(), rng);
-    d.assign(chosen.begin(), chosen.begin() + kUsed);  // rank order, as the router gives it
-  }
+  const std::vector<std::vector<int64_t>> draws = expert_draws(rng, kExperts, kUsed);
   size_t j = 0;
   for (auto _ : state) {
-    const std::vector<int64_t>& ids = draws[j % kDraws];
+    const std::vector<int64_t>& ids = draws[j % draws.size()];
     const size_t copy = j++;
     pool().parallel_for(n, [&](int64_t th, int64_t) {
       for (int64_t k = th * kUsed / n; k < (th + 1) * kUsed / n; ++k) {
