@@ -74,10 +74,12 @@ CLI::Validator human_int(int64_t min, int64_t max) {
         if (!v.ok()) return v.status().message();
         // A bound of its own on both sides reads as a range ("must be in [0, 1024]").
         const bool range = max != INT32_MAX && max != INT64_MAX;
+        // With a suffix, the value it stands for too ("got 4k (= 4000)").
+        const std::string got = value == std::to_string(*v) ? value : fmt::format("{} (= {})", value, *v);
         if (range && (*v < min || *v > max))
-          return fmt::format("must be in [{}, {}], got {}", min, max, value);
-        if (*v < min) return fmt::format("must be >= {}, got {}", min, value);
-        if (*v > max) return fmt::format("must be <= {}, got {}", max, value);
+          return fmt::format("must be in [{}, {}], got {}", min, max, got);
+        if (*v < min) return fmt::format("must be >= {}, got {}", min, got);
+        if (*v > max) return fmt::format("must be <= {}, got {}", max, got);
         value = std::to_string(*v);
         return std::string();
       },

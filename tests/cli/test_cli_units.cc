@@ -44,13 +44,15 @@ TEST(HumanInt, ValidatorRewritesAndBounds) {
   s = "0";
   EXPECT_EQ(v(s), "must be >= 1, got 0");
   s = "3G";
-  EXPECT_EQ(v(s), "must be <= 2147483647, got 3G");
+  EXPECT_EQ(v(s), "must be <= 2147483647, got 3G (= 3221225472)");
   // A bound of its own on both sides (--threads) reads as a range.
   CLI::Validator threads = human_int(0, 1024);
   for (const char* bad : {"-1", "1025", "99999"}) {
     s = bad;
     EXPECT_EQ(threads(s), fmt::format("must be in [0, 1024], got {}", bad));
   }
+  s = "4k";  // a suffix: the message names the value it stands for
+  EXPECT_EQ(threads(s), "must be in [0, 1024], got 4k (= 4000)");
   s = "1K";
   EXPECT_EQ(threads(s), "");
   EXPECT_EQ(s, "1024");

@@ -112,7 +112,7 @@ TEST(Flags, HumanReadableCountsAndMaxModelLen) {
                "--max-num-seqs: 'lots' is not an integer (e.g. 4096, 4k = 4000, 4K = 4096)" +
                    hint);
   expect_error(g + "--max-model-len 4G",
-               "--max-model-len: must be <= 2147483647, got 4G" + hint);
+               "--max-model-len: must be <= 2147483647, got 4G (= 4294967296)" + hint);
   expect_error(g + "--seed -1", "--seed: must be >= 0, got -1" + hint);
   // int64 flags: out of range is an error, never clamped to INT64_MAX (--request-seed and
   // serve's --max-request-body-bytes were); below -1 is no seed.
