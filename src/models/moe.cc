@@ -171,10 +171,10 @@ void MoeMlp::experts_one_token(const ModelConfig& c, const MoeWeights& w, const 
     // same bits, the same choice), then runs its share of the chosen experts whole, in rank
     // order. No thread waits for another inside the job: a spin on a router split in halves
     // made an oversubscribed or busy machine 5x slower (8 threads on 2 cores: 6.9 tok/s).
-    const float* logits = &thread_logits_[t * E];
+    float* logits = &thread_logits_[t * E];
     int32_t* ids = &thread_chosen_[t * K];
     float* wk = &thread_weights_[t * K];
-    gemm(x, 1, w.router, &thread_logits_[t * E], nullptr);
+    gemm(x, 1, w.router, logits, nullptr);
     thread_routers_[t].route(c, logits, bias, ids, wk);
     float* h = &hidden_[t * F];
     for (int64_t k = t * K / n; k < (t + 1) * K / n; ++k) {
