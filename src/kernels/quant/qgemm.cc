@@ -171,22 +171,22 @@ void tile_product(const QKernels& kr, const QPacked& p, const QActs& a, int64_t 
                   int64_t m0, int64_t m1, ItemScratch& s, float* const* facc) {
   for (int i = 0; i < nt; ++i)
     std::memset(facc[i], 0, static_cast<size_t>(m1 - m0) * kTileCols * sizeof(float));
-  if (m1 - m0 <= kr.max_mr) {  // one micro-kernel call per chunk: decode in registers
+  if (m1 - m0 <= kr.max_mr) {  // fused micro-kernel calls: decode in registers
     const uint8_t* end = p.data.get() + p.tiles * p.tile_bytes;
+    // The 256-element chunks in one call, then a shorter last chunk (its own layout).
+    const int64_t full = p.k % kChunk == 0 ? p.chunks : p.chunks - 1;
     for (int i = 0; i < nt; ++i)
-      for (int64_t c = 0; c < p.chunks; ++c) {
+      for (int64_t c = 0, run; c < p.chunks; c += run) {
+        run = c < full ? full - c : 1;
         // Software prefetch of the record kPrefetchBytes (at least two records) ahead, issued
         // by the fused kernel a few lines per unit: the stream prefetcher alone left few-row
         // calls at ~40 % of the read bandwidth (a record's regions are read out of order:
         // planes, then scales, then mins), and one burst of prefetches per record stalled on
         // full fill buffers (perf: a third of decode time on the prefetch instructions).
         const uint8_t* rec = p.record(tile + i, c);
-        const int64_t bytes = p.layout(c).bytes;
-        const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 2 * bytes);
-        const uint8_t* pf = rec + ahead;
-        const int64_t pf_bytes = std::max<int64_t>(0, std::min<int64_t>(bytes, end - pf));
+        const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 2 * p.layout(c).bytes);
         kr.fused(p.type, static_cast<int>(m1 - m0), a, m0, c * kChunk, p.chunk_elems(c), rec,
-                 p.layout(c), facc[i], pf, pf_bytes);
+                 p.layout(c), facc[i], rec + ahead, end, run);
       }
     return;
   }

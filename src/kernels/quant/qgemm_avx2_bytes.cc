@@ -74,9 +74,9 @@ LLMS_QINLINE __m256i min_pair16(const uint8_t* a, const uint8_t* b) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, y));
 }
 
-/// `MR` rows of type T (Q4_K, Q5_K, Q6_K, Q5_0) over one chunk, `H` halves of the tile per
-/// pass over the record (2: both halves share the activation broadcasts; 1: two passes, fewer
-/// live registers).
+/// `MR` rows of type T (Q4_K, Q5_K, Q6_K, Q5_0) over a run of `nchunks` chunks
+/// (QKernels::fused), `H` halves of the tile per pass over a record (2: both halves share the
+/// activation broadcasts; 1: two passes, fewer live registers).
 ///
 /// Q6_K's codes are 6 bits (0..63, value = code - 32): the nibble bytes get the two high bits
 /// from the p2 plane (q6_hi_shift puts them one shift away from bits 4..5 of each byte), its
@@ -86,187 +86,195 @@ LLMS_QINLINE __m256i min_pair16(const uint8_t* a, const uint8_t* b) {
 /// sub-scale, value = code - 16): each unit's sum, less 16 * sum(a), gets its float step at
 /// once, and a chunk may be any whole number of units (a row's short last chunk).
 template <DType T, int MR, int H>
-void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
-                  const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
-  constexpr bool kQ6 = T == DType::kQ6_K;
-  constexpr bool kP1 = T == DType::kQ5_K || T == DType::kQ5_0;  // fifth bit in the p1 plane
-  constexpr bool kSuper = T != DType::kQ5_0;  // one 256-element super-block per chunk
-  constexpr int kPasses = 2 / H;
-  constexpr int kSubs = kQ6 ? 2 : 1;         // sub-blocks per unit
-  constexpr int kVecs = 4 / kSubs;           // p4 plane vectors per sub-block
-  LLMS_CHECK(kSuper ? e == kChunk : e % kUnit == 0, "bytes_kernel: chunk of {} elements", e);
-  const int64_t units = e / kUnit;
-  const __m256i nib = _mm256_set1_epi16(0x0F0F);
-  const __m256i hi2 = _mm256_set1_epi16(0x3030);
-  const __m256i bit4 = _mm256_set1_epi16(0x1010);
-  const int64_t chunk = k0 / kChunk;
-  __m256 s[MR];
-  const int8_t* sp[MR];
-  const int16_t* bs[MR];
-  const int32_t* b16[MR];            // the row's 16-element code sums from k0
-  alignas(32) int16_t bsum[MR][16];  // Q6_K: the chunk's 16-element code sums, as int16
-  #pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r) {
-    s[r] = _mm256_set1_ps(a.s[(row0 + r) * a.chunks + chunk]);
-    sp[r] = a.split + (row0 + r) * 2 * a.k + 2 * k0;
-    bs[r] = a.bsplit + ((row0 + r) * a.chunks + chunk) * 32;
-    b16[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
-    if constexpr (kQ6) {  // |bsum| <= 16 * 2047 fits int16
-      const int32_t* b = b16[r];
-      const __m256i p = _mm256_packs_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bsum[r]), _mm256_permute4x64_epi64(p, 0xD8));
+void bytes_kernel(const QActs& a, int64_t row0, int64_t k0_first, int64_t e,
+                  const uint8_t* rec_first, const RecordLayout& lay, float* facc,
+                  const uint8_t* pf_first, const uint8_t* pf_end, int64_t nchunks) {
+  // The run's chunks one after another (the records of a tile are contiguous).
+  for (int64_t ci = 0; ci < nchunks; ++ci) {
+    const int64_t k0 = k0_first + ci * e;
+    const uint8_t* const rec = rec_first + ci * lay.bytes;
+    const uint8_t* const pf = pf_first + ci * lay.bytes;
+    const int64_t pf_bytes = std::max<int64_t>(0, std::min<int64_t>(lay.bytes, pf_end - pf));
+    constexpr bool kQ6 = T == DType::kQ6_K;
+    constexpr bool kP1 = T == DType::kQ5_K || T == DType::kQ5_0;  // fifth bit in the p1 plane
+    constexpr bool kSuper = T != DType::kQ5_0;  // one 256-element super-block per chunk
+    constexpr int kPasses = 2 / H;
+    constexpr int kSubs = kQ6 ? 2 : 1;         // sub-blocks per unit
+    constexpr int kVecs = 4 / kSubs;           // p4 plane vectors per sub-block
+    LLMS_CHECK(kSuper ? e == kChunk : e % kUnit == 0, "bytes_kernel: chunk of {} elements", e);
+    const int64_t units = e / kUnit;
+    const __m256i nib = _mm256_set1_epi16(0x0F0F);
+    const __m256i hi2 = _mm256_set1_epi16(0x3030);
+    const __m256i bit4 = _mm256_set1_epi16(0x1010);
+    const int64_t chunk = k0 / kChunk;
+    __m256 s[MR];
+    const int8_t* sp[MR];
+    const int16_t* bs[MR];
+    const int32_t* b16[MR];            // the row's 16-element code sums from k0
+    alignas(32) int16_t bsum[MR][16];  // Q6_K: the chunk's 16-element code sums, as int16
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      s[r] = _mm256_set1_ps(a.s[(row0 + r) * a.chunks + chunk]);
+      sp[r] = a.split + (row0 + r) * 2 * a.k + 2 * k0;
+      bs[r] = a.bsplit + ((row0 + r) * a.chunks + chunk) * 32;
+      b16[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
+      if constexpr (kQ6) {  // |bsum| <= 16 * 2047 fits int16
+        const int32_t* b = b16[r];
+        const __m256i p = _mm256_packs_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)),
+                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bsum[r]), _mm256_permute4x64_epi64(p, 0xD8));
+      }
     }
-  }
-  const int64_t pf_lines = (pf_bytes + 63) / 64;
-  #pragma GCC unroll 2
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int64_t pf_first = pf_lines * pass / kPasses, pf_end = pf_lines * (pass + 1) / kPasses;
-    const int64_t per_unit = (pf_end - pf_first + units - 1) / units;
-    const uint8_t* pf_next = pf + 64 * pf_first;
-    const uint8_t* const pf_stop = pf + 64 * pf_end;
-    __m256i bacc[MR][H];
-    #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-      #pragma GCC unroll 2
-      for (int hh = 0; hh < H; ++hh) bacc[r][hh] = _mm256_setzero_si256();
-    for (int64_t u = 0; u < units; ++u) {
-      for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
-      __m256i h1[H];
-      if constexpr (kP1)
+    const int64_t pf_lines = (pf_bytes + 63) / 64;
+    #pragma GCC unroll 2
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int64_t pf_first = pf_lines * pass / kPasses, pf_end = pf_lines * (pass + 1) / kPasses;
+      const int64_t per_unit = (pf_end - pf_first + units - 1) / units;
+      const uint8_t* pf_next = pf + 64 * pf_first;
+      const uint8_t* const pf_stop = pf + 64 * pf_end;
+      __m256i bacc[MR][H];
+      #pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
         #pragma GCC unroll 2
-        for (int hh = 0; hh < H; ++hh)
-          h1[hh] = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(rec + lay.p1 + u * 64 + (pass * H + hh) * 32));
-      #pragma GCC unroll 2
-      for (int sb = 0; sb < kSubs; ++sb) {
-        __m256i lo16[MR][H], hi16[MR][H];
-        #pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r)
-          #pragma GCC unroll 2
-          for (int hh = 0; hh < H; ++hh) lo16[r][hh] = hi16[r][hh] = _mm256_setzero_si256();
-        __m256i hb[H];
-        if constexpr (kQ6)
+        for (int hh = 0; hh < H; ++hh) bacc[r][hh] = _mm256_setzero_si256();
+      for (int64_t u = 0; u < units; ++u) {
+        for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+        __m256i h1[H];
+        if constexpr (kP1)
           #pragma GCC unroll 2
           for (int hh = 0; hh < H; ++hh)
-            hb[hh] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                rec + lay.p2 + (2 * u + sb) * 64 + (pass * H + hh) * 32));
-        #pragma GCC unroll 4
-        for (int iv = 0; iv < kVecs; ++iv) {
-          const int i = sb * kVecs + iv;  // p4 vector of the unit: elements 8 i .. 8 i + 7
-          __m256i w02[H], w13[H];
-          #pragma GCC unroll 2
-          for (int hh = 0; hh < H; ++hh) {
-            const int h = pass * H + hh;
-            const __m256i v = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(rec + lay.p4 + (4 * u + i) * 64 + h * 32));
-            w02[hh] = _mm256_and_si256(v, nib);
-            w13[hh] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-            if constexpr (kQ6) {
-              const __m256i x02 = i % 2 == 0 ? hb[hh] : _mm256_slli_epi16(hb[hh], 4);
-              const __m256i x13 = i % 2 == 0 ? _mm256_slli_epi16(hb[hh], 2)
-                                             : _mm256_srli_epi16(hb[hh], 2);
-              w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, hi2));
-              w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, hi2));
-            }
-            if constexpr (kP1) {  // q5_hi_bit: bits i, 8 + i (nibbles 0, 2); 4 + i, 12 + i
-              const __m256i x02 = _mm256_slli_epi16(h1[hh], 4 - i);
-              const __m256i x13 = i == 0 ? h1[hh] : _mm256_srli_epi16(h1[hh], i);
-              w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, bit4));
-              w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, bit4));
-            }
-          }
+            h1[hh] = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(rec + lay.p1 + u * 64 + (pass * H + hh) * 32));
+        #pragma GCC unroll 2
+        for (int sb = 0; sb < kSubs; ++sb) {
+          __m256i lo16[MR][H], hi16[MR][H];
+          #pragma GCC unroll 8
+          for (int r = 0; r < MR; ++r)
+            #pragma GCC unroll 2
+            for (int hh = 0; hh < H; ++hh) lo16[r][hh] = hi16[r][hh] = _mm256_setzero_si256();
+          __m256i hb[H];
+          if constexpr (kQ6)
+            #pragma GCC unroll 2
+            for (int hh = 0; hh < H; ++hh)
+              hb[hh] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                  rec + lay.p2 + (2 * u + sb) * 64 + (pass * H + hh) * 32));
           #pragma GCC unroll 4
-          for (int r = 0; r < MR; ++r) {
-            const int8_t* g = sp[r] + 16 * (4 * u + i);
-            const __m256i lo02 = bcast4(g), lo13 = bcast4(g + 4);
-            const __m256i hi02 = bcast4(g + 8), hi13 = bcast4(g + 12);
+          for (int iv = 0; iv < kVecs; ++iv) {
+            const int i = sb * kVecs + iv;  // p4 vector of the unit: elements 8 i .. 8 i + 7
+            __m256i w02[H], w13[H];
             #pragma GCC unroll 2
             for (int hh = 0; hh < H; ++hh) {
-              maddubs_acc(lo16[r][hh], w02[hh], lo02);
-              maddubs_acc(hi16[r][hh], w02[hh], hi02);
-              maddubs_acc(lo16[r][hh], w13[hh], lo13);
-              maddubs_acc(hi16[r][hh], w13[hh], hi13);
+              const int h = pass * H + hh;
+              const __m256i v = _mm256_loadu_si256(
+                  reinterpret_cast<const __m256i*>(rec + lay.p4 + (4 * u + i) * 64 + h * 32));
+              w02[hh] = _mm256_and_si256(v, nib);
+              w13[hh] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+              if constexpr (kQ6) {
+                const __m256i x02 = i % 2 == 0 ? hb[hh] : _mm256_slli_epi16(hb[hh], 4);
+                const __m256i x13 = i % 2 == 0 ? _mm256_slli_epi16(hb[hh], 2)
+                                               : _mm256_srli_epi16(hb[hh], 2);
+                w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, hi2));
+                w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, hi2));
+              }
+              if constexpr (kP1) {  // q5_hi_bit: bits i, 8 + i (nibbles 0, 2); 4 + i, 12 + i
+                const __m256i x02 = _mm256_slli_epi16(h1[hh], 4 - i);
+                const __m256i x13 = i == 0 ? h1[hh] : _mm256_srli_epi16(h1[hh], i);
+                w02[hh] = _mm256_or_si256(w02[hh], _mm256_and_si256(x02, bit4));
+                w13[hh] = _mm256_or_si256(w13[hh], _mm256_and_si256(x13, bit4));
+              }
             }
-          }
-        }
-        if constexpr (kSuper) {
-          #pragma GCC unroll 2
-          for (int hh = 0; hh < H; ++hh) {
-            const int h = pass * H + hh;
-            const __m256i sc = scale16(rec + lay.sub + (kSubs * u + sb) * kTileCols + h * 8);
-            const __m256i sc_hi = _mm256_slli_epi16(sc, kSplitShift);
-            #pragma GCC unroll 4
-            for (int r = 0; r < MR; ++r)
-              bacc[r][hh] = _mm256_add_epi32(
-                  bacc[r][hh], _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], sc),
-                                                _mm256_madd_epi16(hi16[r][hh], sc_hi)));
-          }
-        } else {
-          // Q5_0's block: isum = sum code * a - 16 * sum a, then acc = fma(isum, d * s, acc).
-          const __m256i one = _mm256_set1_epi16(1), hi_w = _mm256_set1_epi16(1 << kSplitShift);
-          #pragma GCC unroll 2
-          for (int hh = 0; hh < H; ++hh) {
-            const int h = pass * H + hh;
-            const __m256 d = _mm256_cvtph_ps(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.d + u * 32 + h * 16)));
             #pragma GCC unroll 4
             for (int r = 0; r < MR; ++r) {
-              const __m256i off = _mm256_set1_epi32(16 * (b16[r][2 * u] + b16[r][2 * u + 1]));
-              const __m256i isum = _mm256_sub_epi32(
-                  _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], one),
-                                   _mm256_madd_epi16(hi16[r][hh], hi_w)),
-                  off);
-              float* f = facc + r * kTileCols + h * 8;
-              _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
-                                                  _mm256_loadu_ps(f)));
+              const int8_t* g = sp[r] + 16 * (4 * u + i);
+              const __m256i lo02 = bcast4(g), lo13 = bcast4(g + 4);
+              const __m256i hi02 = bcast4(g + 8), hi13 = bcast4(g + 12);
+              #pragma GCC unroll 2
+              for (int hh = 0; hh < H; ++hh) {
+                maddubs_acc(lo16[r][hh], w02[hh], lo02);
+                maddubs_acc(hi16[r][hh], w02[hh], hi02);
+                maddubs_acc(lo16[r][hh], w13[hh], lo13);
+                maddubs_acc(hi16[r][hh], w13[hh], hi13);
+              }
+            }
+          }
+          if constexpr (kSuper) {
+            #pragma GCC unroll 2
+            for (int hh = 0; hh < H; ++hh) {
+              const int h = pass * H + hh;
+              const __m256i sc = scale16(rec + lay.sub + (kSubs * u + sb) * kTileCols + h * 8);
+              const __m256i sc_hi = _mm256_slli_epi16(sc, kSplitShift);
+              #pragma GCC unroll 4
+              for (int r = 0; r < MR; ++r)
+                bacc[r][hh] = _mm256_add_epi32(
+                    bacc[r][hh], _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], sc),
+                                                  _mm256_madd_epi16(hi16[r][hh], sc_hi)));
+            }
+          } else {
+            // Q5_0's block: isum = sum code * a - 16 * sum a, then acc = fma(isum, d * s, acc).
+            const __m256i one = _mm256_set1_epi16(1), hi_w = _mm256_set1_epi16(1 << kSplitShift);
+            #pragma GCC unroll 2
+            for (int hh = 0; hh < H; ++hh) {
+              const int h = pass * H + hh;
+              const __m256 d = _mm256_cvtph_ps(
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.d + u * 32 + h * 16)));
+              #pragma GCC unroll 4
+              for (int r = 0; r < MR; ++r) {
+                const __m256i off = _mm256_set1_epi32(16 * (b16[r][2 * u] + b16[r][2 * u + 1]));
+                const __m256i isum = _mm256_sub_epi32(
+                    _mm256_add_epi32(_mm256_madd_epi16(lo16[r][hh], one),
+                                     _mm256_madd_epi16(hi16[r][hh], hi_w)),
+                    off);
+                float* f = facc + r * kTileCols + h * 8;
+                _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
+                                                    _mm256_loadu_ps(f)));
+              }
             }
           }
         }
       }
-    }
-    if constexpr (!kSuper) continue;
-    // The super-block's float steps, exactly as the other kernels': d * s on the integer sum,
-    // then (Q4_K, Q5_K) dm * s on the min term sum_j min_j * bsum_j (bsum split hi * 512 + lo).
-    #pragma GCC unroll 2
-    for (int hh = 0; hh < H; ++hh) {
-      const int h = pass * H + hh;
-      const __m256 d = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.d + h * 16)));
-      if constexpr (kQ6) {
-        // isum = sum sc * code * a - 32 * sum_s sc_s * bsum_s (exact modulo 2^32, and the
-        // true isum fits int32: qformat.h act_qmax).
-        __m256i sp2[8];
-        #pragma GCC unroll 8
-        for (int p = 0; p < 8; ++p)
-          sp2[p] = scale_pair16(rec + lay.sub + 2 * p * kTileCols + h * 8,
-                                rec + lay.sub + (2 * p + 1) * kTileCols + h * 8);
-        #pragma GCC unroll 4
-        for (int r = 0; r < MR; ++r) {
-          const __m256i off = pair_dots<8>(sp2, bsum[r]);
-          const __m256i isum = _mm256_sub_epi32(bacc[r][hh], _mm256_slli_epi32(off, 5));
-          float* f = facc + r * kTileCols + h * 8;
-          _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
-                                              _mm256_loadu_ps(f)));
-        }
-      } else {
-        const __m256 dm = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.dm + h * 16)));
-        __m256i mp[4];
-        #pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p)
-          mp[p] = min_pair16(rec + lay.min + 2 * p * kTileCols + h * 8,
-                             rec + lay.min + (2 * p + 1) * kTileCols + h * 8);
-        #pragma GCC unroll 4
-        for (int r = 0; r < MR; ++r) {
-          const __m256i mn = _mm256_add_epi32(pair_dots<4>(mp, bs[r]),
-                                              _mm256_slli_epi32(pair_dots<4>(mp, bs[r] + 16), 9));
-          float* f = facc + r * kTileCols + h * 8;
-          __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bacc[r][hh]), _mm256_mul_ps(d, s[r]),
-                                       _mm256_loadu_ps(f));
-          acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dm, s[r]), acc);
-          _mm256_storeu_ps(f, acc);
+      if constexpr (!kSuper) continue;
+      // The super-block's float steps, exactly as the other kernels': d * s on the integer sum,
+      // then (Q4_K, Q5_K) dm * s on the min term sum_j min_j * bsum_j (bsum split hi * 512 + lo).
+      #pragma GCC unroll 2
+      for (int hh = 0; hh < H; ++hh) {
+        const int h = pass * H + hh;
+        const __m256 d = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.d + h * 16)));
+        if constexpr (kQ6) {
+          // isum = sum sc * code * a - 32 * sum_s sc_s * bsum_s (exact modulo 2^32, and the
+          // true isum fits int32: qformat.h act_qmax).
+          __m256i sp2[8];
+          #pragma GCC unroll 8
+          for (int p = 0; p < 8; ++p)
+            sp2[p] = scale_pair16(rec + lay.sub + 2 * p * kTileCols + h * 8,
+                                  rec + lay.sub + (2 * p + 1) * kTileCols + h * 8);
+          #pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            const __m256i off = pair_dots<8>(sp2, bsum[r]);
+            const __m256i isum = _mm256_sub_epi32(bacc[r][hh], _mm256_slli_epi32(off, 5));
+            float* f = facc + r * kTileCols + h * 8;
+            _mm256_storeu_ps(f, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, s[r]),
+                                                _mm256_loadu_ps(f)));
+          }
+        } else {
+          const __m256 dm = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + lay.dm + h * 16)));
+          __m256i mp[4];
+          #pragma GCC unroll 4
+          for (int p = 0; p < 4; ++p)
+            mp[p] = min_pair16(rec + lay.min + 2 * p * kTileCols + h * 8,
+                               rec + lay.min + (2 * p + 1) * kTileCols + h * 8);
+          #pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            const __m256i mn = _mm256_add_epi32(pair_dots<4>(mp, bs[r]),
+                                                _mm256_slli_epi32(pair_dots<4>(mp, bs[r] + 16), 9));
+            float* f = facc + r * kTileCols + h * 8;
+            __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bacc[r][hh]), _mm256_mul_ps(d, s[r]),
+                                         _mm256_loadu_ps(f));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dm, s[r]), acc);
+            _mm256_storeu_ps(f, acc);
+          }
         }
       }
     }
@@ -276,12 +284,12 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
 /// bytes_kernel<T> for a run-time row count (1 <= mr <= 4).
 template <DType T>
 void bytes_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
-                const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
+                const RecordLayout& lay, float* facc, const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks) {
   switch (mr) {
-    case 1: return bytes_kernel<T, 1, 2>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case 2: return bytes_kernel<T, 2, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case 3: return bytes_kernel<T, 3, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case 4: return bytes_kernel<T, 4, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case 1: return bytes_kernel<T, 1, 2>(a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case 2: return bytes_kernel<T, 2, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case 3: return bytes_kernel<T, 3, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case 4: return bytes_kernel<T, 4, 1>(a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
     default: LLMS_CHECK(false, "fused_bytes_avx2: mr {}", mr);
   }
 }
@@ -315,12 +323,12 @@ void split_acts_avx2(const QActs& a, int64_t r0, int64_t r1) {
 
 void fused_bytes_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                       const uint8_t* rec, const RecordLayout& lay, float* facc,
-                      const uint8_t* pf, int64_t pf_bytes) {
+                      const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks) {
   switch (type) {
-    case DType::kQ4_K: return bytes_rows<DType::kQ4_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ5_K: return bytes_rows<DType::kQ5_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ6_K: return bytes_rows<DType::kQ6_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ5_0: return bytes_rows<DType::kQ5_0>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ4_K: return bytes_rows<DType::kQ4_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ5_K: return bytes_rows<DType::kQ5_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ6_K: return bytes_rows<DType::kQ6_K>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ5_0: return bytes_rows<DType::kQ5_0>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
     default: LLMS_CHECK(false, "fused_bytes_avx2: {}", dtype_name(type));
   }
 }

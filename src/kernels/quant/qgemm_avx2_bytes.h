@@ -35,6 +35,6 @@ void split_acts_avx2(const QActs& a, int64_t r0, int64_t r1);
 /// QKernels::fused for a type with bytes_kernel_type (mr <= 4); a.split must be filled.
 void fused_bytes_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                       const uint8_t* rec, const RecordLayout& lay, float* facc,
-                      const uint8_t* pf, int64_t pf_bytes);
+                      const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks);
 
 }  // namespace llmserve::qgemm

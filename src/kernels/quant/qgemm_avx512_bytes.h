@@ -19,7 +19,7 @@ bool bytes_kernel_type_avx512(DType type);
 /// Enter only on a CPU with AVX-512 BW.
 void fused_bytes_avx512(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                         const uint8_t* rec, const RecordLayout& lay, float* facc,
-                        const uint8_t* pf, int64_t pf_bytes);
+                        const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks);
 
 /// The AVX-512 VNNI family's byte kernels (qgemm_bytes_avx512vnni.cc): Q4_K, Q5_K, Q6_K and
 /// Q5_0 with vpdpbusd (the same integer sums). Same contract (mr <= 6, a.split filled); enter only on a CPU
@@ -27,6 +27,6 @@ void fused_bytes_avx512(DType type, int mr, const QActs& a, int64_t row0, int64_
 bool bytes_kernel_type_avx512vnni(DType type);
 void fused_bytes_avx512vnni(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                             const uint8_t* rec, const RecordLayout& lay, float* facc,
-                            const uint8_t* pf, int64_t pf_bytes);
+                            const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks);
 
 }  // namespace llmserve::qgemm

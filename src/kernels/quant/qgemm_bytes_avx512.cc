@@ -11,8 +11,8 @@ bool bytes_kernel_type_avx512(DType type) { return bytes_type_512<false>(type); 
 
 void fused_bytes_avx512(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                         const uint8_t* rec, const RecordLayout& lay, float* facc,
-                        const uint8_t* pf, int64_t pf_bytes) {
-  fused_bytes_512<false>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+                        const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks) {
+  fused_bytes_512<false>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
 }
 
 }  // namespace llmserve::qgemm

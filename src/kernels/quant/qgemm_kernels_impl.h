@@ -371,110 +371,118 @@ LLMS_QINLINE void kpair_dots(std::integer_sequence<int, J...>, const typename V:
 
 template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
           bool StoredMins, int MR>
-void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
-                  const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
-  using iv = typename V::iv;
-  using fv = typename V::fv;
-  constexpr int kH = V::kHalves;
-  constexpr int kUnitsPerBlock = BlockElems / kUnit;
-  constexpr int kSubs = SubElems > 0 ? kUnit / SubElems : 1;  // sub-blocks per unit
-  constexpr int kKpPerSub = 16 / kSubs;
-  constexpr int kSubElemsUnit = kUnit / kSubs;
-  constexpr int kChains = MR == 1 ? 4 : MR <= 3 ? 2 : 1;  // independent accumulators per row
-  LutConsts<V> lc;
-  lc.lut = V::load(iq4_lut_u8());
-  lc.hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
-  lc.off128 = V::set1_16(128);
-  const int64_t chunk = k0 / kChunk;
-  const int16_t* qa[MR];
-  const int32_t* bs[MR];
-  fv s[MR];
-  #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    bs[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
-    s[r] = V::set1f(a.s[(row0 + r) * a.chunks + chunk]);
-  }
-  #pragma GCC unroll 16
-  for (int h = 0; h < kH; ++h) {
-    iv acc[MR];
+void fused_kernel(const QActs& a, int64_t row0, int64_t k0_first, int64_t e,
+                  const uint8_t* rec_first, const RecordLayout& lay, float* facc,
+                  const uint8_t* pf_first, const uint8_t* pf_end, int64_t nchunks) {
+  // The run's chunks one after another (the records of a tile are contiguous).
+  for (int64_t ci = 0; ci < nchunks; ++ci) {
+    const int64_t k0 = k0_first + ci * e;
+    const uint8_t* const rec = rec_first + ci * lay.bytes;
+    const uint8_t* const pf = pf_first + ci * lay.bytes;
+    const int64_t pf_bytes = std::max<int64_t>(0, std::min<int64_t>(lay.bytes, pf_end - pf));
+    using iv = typename V::iv;
+    using fv = typename V::fv;
+    constexpr int kH = V::kHalves;
+    constexpr int kUnitsPerBlock = BlockElems / kUnit;
+    constexpr int kSubs = SubElems > 0 ? kUnit / SubElems : 1;  // sub-blocks per unit
+    constexpr int kKpPerSub = 16 / kSubs;
+    constexpr int kSubElemsUnit = kUnit / kSubs;
+    constexpr int kChains = MR == 1 ? 4 : MR <= 3 ? 2 : 1;  // independent accumulators per row
+    LutConsts<V> lc;
+    lc.lut = V::load(iq4_lut_u8());
+    lc.hi_byte = V::set1_16(static_cast<int16_t>(0x8000));
+    lc.off128 = V::set1_16(128);
+    const int64_t chunk = k0 / kChunk;
+    const int16_t* qa[MR];
+    const int32_t* bs[MR];
+    fv s[MR];
     #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) acc[r] = V::zero();
-    const int64_t units = e / kUnit;
-    // This half's share of the prefetch lines, `per_unit` of them before each unit's work.
-    const int64_t pf_lines = (pf_bytes + 63) / 64;
-    const int64_t pf_first = pf_lines * h / kH, pf_end = pf_lines * (h + 1) / kH;
-    const int64_t per_unit = (pf_end - pf_first + units - 1) / units;
-    const uint8_t* pf_next = pf + 64 * pf_first;
-    const uint8_t* const pf_stop = pf + 64 * pf_end;
-    for (int64_t u = 0; u < units; ++u) {
-      for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
-      iv w4[4], h2[2], h1 = V::zero();
-      if constexpr (!(Bits == 4 || Bits == 5 || Bits == 6)) w4[0] = w4[1] = w4[2] = w4[3] = h1;
-      if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
-      load_planes<V, Bits>(rec, lay, u, h, w4, h2, h1);
-      const uint8_t* p8 = rec + lay.p8 + 16 * u * 32 + h * (32 / kH);
+    for (int r = 0; r < MR; ++r) {
+      bs[r] = a.bsum16 + (row0 + r) * (a.k / 16) + k0 / 16;
+      s[r] = V::set1f(a.s[(row0 + r) * a.chunks + chunk]);
+    }
+    #pragma GCC unroll 16
+    for (int h = 0; h < kH; ++h) {
+      iv acc[MR];
       #pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + 32 * u;
-      for (int sb = 0; sb < kSubs; ++sb) {
-        iv part[MR * kChains];
+      for (int r = 0; r < MR; ++r) acc[r] = V::zero();
+      const int64_t units = e / kUnit;
+      // This half's share of the prefetch lines, `per_unit` of them before each unit's work.
+      const int64_t pf_lines = (pf_bytes + 63) / 64;
+      const int64_t pf_first = pf_lines * h / kH, pf_end = pf_lines * (h + 1) / kH;
+      const int64_t per_unit = (pf_end - pf_first + units - 1) / units;
+      const uint8_t* pf_next = pf + 64 * pf_first;
+      const uint8_t* const pf_stop = pf + 64 * pf_end;
+      for (int64_t u = 0; u < units; ++u) {
+        for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+        iv w4[4], h2[2], h1 = V::zero();
+        if constexpr (!(Bits == 4 || Bits == 5 || Bits == 6)) w4[0] = w4[1] = w4[2] = w4[3] = h1;
+        if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
+        load_planes<V, Bits>(rec, lay, u, h, w4, h2, h1);
+        const uint8_t* p8 = rec + lay.p8 + 16 * u * 32 + h * (32 / kH);
         #pragma GCC unroll 16
-        for (int r = 0; r < MR * kChains; ++r) part[r] = V::zero();
-        if (sb == 0)
-          kpair_dots<V, Bits, Codebook, MR, kChains, 0>(std::make_integer_sequence<int, kKpPerSub>{},
-                                                        w4, h2, h1, p8, lc, qa, part);
-        else if constexpr (kSubs == 2)
-          kpair_dots<V, Bits, Codebook, MR, kChains, kKpPerSub>(
-              std::make_integer_sequence<int, kKpPerSub>{}, w4, h2, h1, p8, lc, qa, part);
-        #pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) {  // the chains' sums (exact integers) into part[r]
-          iv sum = part[r * kChains];
-          #pragma GCC unroll 4
-          for (int c = 1; c < kChains; ++c) sum = V::add32(sum, part[r * kChains + c]);
-          part[r] = sum;
+        for (int r = 0; r < MR; ++r) qa[r] = a.q + (row0 + r) * a.k + k0 + 32 * u;
+        for (int sb = 0; sb < kSubs; ++sb) {
+          iv part[MR * kChains];
+          #pragma GCC unroll 16
+          for (int r = 0; r < MR * kChains; ++r) part[r] = V::zero();
+          if (sb == 0)
+            kpair_dots<V, Bits, Codebook, MR, kChains, 0>(std::make_integer_sequence<int, kKpPerSub>{},
+                                                          w4, h2, h1, p8, lc, qa, part);
+          else if constexpr (kSubs == 2)
+            kpair_dots<V, Bits, Codebook, MR, kChains, kKpPerSub>(
+                std::make_integer_sequence<int, kKpPerSub>{}, w4, h2, h1, p8, lc, qa, part);
+          #pragma GCC unroll 16
+          for (int r = 0; r < MR; ++r) {  // the chains' sums (exact integers) into part[r]
+            iv sum = part[r * kChains];
+            #pragma GCC unroll 4
+            for (int c = 1; c < kChains; ++c) sum = V::add32(sum, part[r * kChains + c]);
+            part[r] = sum;
+          }
+          // The sub-block's elements: [at, at + kSubElemsUnit) of the chunk.
+          const int64_t at = 32 * u + sb * kSubElemsUnit;
+          #pragma GCC unroll 16
+          for (int r = 0; r < MR; ++r) {
+            if constexpr (Offset != 0) {
+              int32_t sum = 0;
+              #pragma GCC unroll 16
+              for (int i = 0; i < kSubElemsUnit / 16; ++i) sum += bs[r][at / 16 + i];
+              part[r] = V::sub32(part[r], V::set1_32(Offset * sum));
+            }
+            if constexpr (SubElems > 0)
+              part[r] = V::mullo32(part[r], V::scale_row32(rec + lay.sub + (at / SubElems) * kTileCols +
+                                                           h * (kTileCols / kH)));
+            acc[r] = V::add32(acc[r], part[r]);
+          }
         }
-        // The sub-block's elements: [at, at + kSubElemsUnit) of the chunk.
-        const int64_t at = 32 * u + sb * kSubElemsUnit;
+        if ((u + 1) % kUnitsPerBlock != 0) continue;
+        // End of a scale block: the float steps, exactly as chunk_kernel's.
+        const int64_t b = u / kUnitsPerBlock;
+        const fv d = V::halves_row(rec + lay.d + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
         #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
-          if constexpr (Offset != 0) {
-            int32_t sum = 0;
-            #pragma GCC unroll 16
-            for (int i = 0; i < kSubElemsUnit / 16; ++i) sum += bs[r][at / 16 + i];
-            part[r] = V::sub32(part[r], V::set1_32(Offset * sum));
+          float* f = facc + r * kTileCols + h * V::kCols;
+          fv acc_f = V::fmaf(V::cvt(acc[r]), V::mulf(d, s[r]), V::loadf(f));
+          if constexpr (MinSub > 0) {
+            iv mn;
+            const int64_t at = k0 + b * BlockElems;
+            if constexpr (StoredMins) {
+              mn = V::zero();
+              for (int j = 0; j < BlockElems / MinSub; ++j)
+                mn = V::add32(mn, V::mullo32(V::min_row(rec + lay.min +
+                                                        (b * BlockElems / MinSub + j) * kTileCols +
+                                                        h * (kTileCols / kH)),
+                                             V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
+            } else {
+              mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));
+            }
+            const fv dm = V::halves_row(rec + lay.dm + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
+            acc_f = V::fmaf(V::cvt(mn), V::mulf(dm, s[r]), acc_f);
           }
-          if constexpr (SubElems > 0)
-            part[r] = V::mullo32(part[r], V::scale_row32(rec + lay.sub + (at / SubElems) * kTileCols +
-                                                         h * (kTileCols / kH)));
-          acc[r] = V::add32(acc[r], part[r]);
+          V::storef(f, acc_f);
+          acc[r] = V::zero();
         }
-      }
-      if ((u + 1) % kUnitsPerBlock != 0) continue;
-      // End of a scale block: the float steps, exactly as chunk_kernel's.
-      const int64_t b = u / kUnitsPerBlock;
-      const fv d = V::halves_row(rec + lay.d + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
-      #pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        float* f = facc + r * kTileCols + h * V::kCols;
-        fv acc_f = V::fmaf(V::cvt(acc[r]), V::mulf(d, s[r]), V::loadf(f));
-        if constexpr (MinSub > 0) {
-          iv mn;
-          const int64_t at = k0 + b * BlockElems;
-          if constexpr (StoredMins) {
-            mn = V::zero();
-            for (int j = 0; j < BlockElems / MinSub; ++j)
-              mn = V::add32(mn, V::mullo32(V::min_row(rec + lay.min +
-                                                      (b * BlockElems / MinSub + j) * kTileCols +
-                                                      h * (kTileCols / kH)),
-                                           V::set1_32(bsum<MinSub>(a, row0 + r, at + j * MinSub))));
-          } else {
-            mn = V::set1_32(bsum<MinSub>(a, row0 + r, at));
-          }
-          const fv dm = V::halves_row(rec + lay.dm + b * kTileCols * 2 + h * (kTileCols * 2 / kH));
-          acc_f = V::fmaf(V::cvt(mn), V::mulf(dm, s[r]), acc_f);
-        }
-        V::storef(f, acc_f);
-        acc[r] = V::zero();
       }
     }
   }
@@ -483,13 +491,13 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0, int64_t e, const uin
 template <class V, int Bits, bool Codebook, int SubElems, int Offset, int BlockElems, int MinSub,
           bool StoredMins>
 void fused_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, const uint8_t* rec,
-                const RecordLayout& lay, float* facc, const uint8_t* pf, int64_t pf_bytes) {
+                const RecordLayout& lay, float* facc, const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks) {
   switch (mr) {
 #define LLMS_QFR(R)                                                                          \
   case R:                                                                                    \
     if constexpr (R <= V::kMaxMr)                                                            \
       return fused_kernel<V, Bits, Codebook, SubElems, Offset, BlockElems, MinSub, StoredMins, \
-                          R>(a, row0, k0, e, rec, lay, facc, pf, pf_bytes);                  \
+                          R>(a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);                  \
     break;
     LLMS_QFR(1) LLMS_QFR(2) LLMS_QFR(3) LLMS_QFR(4) LLMS_QFR(5) LLMS_QFR(6) LLMS_QFR(7)
     LLMS_QFR(8)
@@ -502,20 +510,20 @@ void fused_rows(int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e, con
 template <class V>
 void fused(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
            const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
-           int64_t pf_bytes) {
+           const uint8_t* pf_end, int64_t nchunks) {
   switch (type) {
-    case DType::kQ4_0: return fused_rows<V, 4, false, 0, 8, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ4_1: return fused_rows<V, 4, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ5_0: return fused_rows<V, 5, false, 0, 16, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ5_1: return fused_rows<V, 5, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ8_0: return fused_rows<V, 8, false, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kIQ4_NL: return fused_rows<V, 4, true, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ2_K: return fused_rows<V, 2, false, 16, 0, 256, 16, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ3_K: return fused_rows<V, 3, false, 16, 4, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ4_K: return fused_rows<V, 4, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ5_K: return fused_rows<V, 5, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kQ6_K: return fused_rows<V, 6, false, 16, 32, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-    case DType::kIQ4_XS: return fused_rows<V, 4, true, 32, 0, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    case DType::kQ4_0: return fused_rows<V, 4, false, 0, 8, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ4_1: return fused_rows<V, 4, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ5_0: return fused_rows<V, 5, false, 0, 16, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ5_1: return fused_rows<V, 5, false, 0, 0, 32, 32, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ8_0: return fused_rows<V, 8, false, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kIQ4_NL: return fused_rows<V, 4, true, 0, 0, 32, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ2_K: return fused_rows<V, 2, false, 16, 0, 256, 16, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ3_K: return fused_rows<V, 3, false, 16, 4, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ4_K: return fused_rows<V, 4, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ5_K: return fused_rows<V, 5, false, 32, 0, 256, 32, true>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kQ6_K: return fused_rows<V, 6, false, 16, 32, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+    case DType::kIQ4_XS: return fused_rows<V, 4, true, 32, 0, 256, 0, false>(mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
     default: LLMS_CHECK(false, "qgemm fused: {}", dtype_name(type));
   }
 }
@@ -544,17 +552,17 @@ const QKernels& make_kernels(const char* name) {
 }
 
 using FusedFn = void (*)(DType, int, const QActs&, int64_t, int64_t, int64_t, const uint8_t*,
-                         const RecordLayout&, float*, const uint8_t*, int64_t);
+                         const RecordLayout&, float*, const uint8_t*, const uint8_t*, int64_t);
 
 /// Few-row calls: the byte kernel `BytesFused` for the types `BytesType` accepts (once
 /// QActs::split is filled), else the 16-bit-lane kernels.
 template <class V, bool (*BytesType)(DType), FusedFn BytesFused>
 void fused_with_bytes(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                       const uint8_t* rec, const RecordLayout& lay, float* facc, const uint8_t* pf,
-                      int64_t pf_bytes) {
+                      const uint8_t* pf_end, int64_t nchunks) {
   if (a.split != nullptr && BytesType(type))
-    return BytesFused(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
-  fused<V>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_bytes);
+    return BytesFused(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
+  fused<V>(type, mr, a, row0, k0, e, rec, lay, facc, pf, pf_end, nchunks);
 }
 
 /// make_kernels with a few-row byte kernel (qgemm_avx2_bytes.h, qgemm_avx512_bytes.h) whose
