@@ -89,12 +89,9 @@ template <DType T, int MR, int H>
 void bytes_kernel(const QActs& a, int64_t row0, int64_t k0_first, int64_t e,
                   const uint8_t* rec_first, const RecordLayout& lay, float* facc,
                   const uint8_t* pf_first, const uint8_t* pf_end, int64_t nchunks) {
-  // The run's chunks one after another (the records of a tile are contiguous).
-  for (int64_t ci = 0; ci < nchunks; ++ci) {
-    const int64_t k0 = k0_first + ci * e;
-    const uint8_t* const rec = rec_first + ci * lay.bytes;
-    const uint8_t* const pf = pf_first + ci * lay.bytes;
-    const int64_t pf_bytes = std::max<int64_t>(0, std::min<int64_t>(lay.bytes, pf_end - pf));
+  for (int64_t ci = 0; ci < nchunks; ++ci) {  // the run's chunks, one after another
+    const auto [k0, rec, pf, pf_bytes] =
+        run_chunk(ci, k0_first, e, rec_first, lay, pf_first, pf_end);
     constexpr bool kQ6 = T == DType::kQ6_K;
     constexpr bool kP1 = T == DType::kQ5_K || T == DType::kQ5_0;  // fifth bit in the p1 plane
     constexpr bool kSuper = T != DType::kQ5_0;  // one 256-element super-block per chunk

@@ -96,6 +96,21 @@ struct QActs {
   int8_t* split = nullptr;
 };
 
+/// Chunk `i` of a few-row run (QKernels::fused): its K offset, its record and its share of the
+/// prefetch range (one record's bytes, clipped to the matrix end; possibly empty).
+struct RunChunk {
+  int64_t k0;
+  const uint8_t* rec;
+  const uint8_t* pf;
+  int64_t pf_bytes;
+};
+inline RunChunk run_chunk(int64_t i, int64_t k0, int64_t e, const uint8_t* rec,
+                          const RecordLayout& lay, const uint8_t* pf, const uint8_t* pf_end) {
+  const uint8_t* p = pf + i * lay.bytes;
+  const int64_t left = pf_end - p;
+  return {k0 + i * e, rec + i * lay.bytes, p, left < 0 ? 0 : left < lay.bytes ? left : lay.bytes};
+}
+
 /// Fills a.bsplit for rows [r0, r1) from a.bsum16, for min sub-blocks of `min_sub` elements.
 void split_min_sums(const QActs& a, int min_sub, int64_t r0, int64_t r1);
 
