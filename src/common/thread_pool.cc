@@ -97,22 +97,40 @@ void ThreadPool::parallel_items(int64_t items, const std::function<void(int64_t)
   }
   const std::function<void(int64_t)>* const f = &fn;
   parallel_for(workers, [shares, workers, f](int64_t t, int64_t) {
-    // Takes one item from the front (own share) or the back (someone else's); -1 when empty.
-    auto take = [](Share& sh, bool front) -> int64_t {
+    // Takes the front item of the thread's own share; -1 when it is empty.
+    auto take_front = [](Share& sh) -> int64_t {
       uint64_t s = sh.front_back.load(std::memory_order_relaxed);
       for (;;) {
         const uint64_t a = s >> 32, b = s & 0xffffffffu;
         if (a >= b) return -1;
-        const uint64_t next = front ? ((a + 1) << 32) | b : (a << 32) | (b - 1);
-        if (sh.front_back.compare_exchange_weak(s, next, std::memory_order_relaxed))
-          return static_cast<int64_t>(front ? a : b - 1);
+        if (sh.front_back.compare_exchange_weak(s, ((a + 1) << 32) | b, std::memory_order_relaxed))
+          return static_cast<int64_t>(a);
+      }
+    };
+    // Takes the back half (rounded up) of another share; {0, 0} when it is empty.
+    auto steal_half = [](Share& sh) -> std::pair<uint64_t, uint64_t> {
+      uint64_t s = sh.front_back.load(std::memory_order_relaxed);
+      for (;;) {
+        const uint64_t a = s >> 32, b = s & 0xffffffffu;
+        if (a >= b) return {0, 0};
+        const uint64_t mid = b - (b - a + 1) / 2;
+        if (sh.front_back.compare_exchange_weak(s, (a << 32) | mid, std::memory_order_relaxed))
+          return {mid, b};
       }
     };
     const std::function<void(int64_t)>& run = *f;
-    for (int64_t i; (i = take(shares[t], true)) >= 0;) run(i);
-    for (int64_t d = 1; d < workers; ++d) {
-      Share& other = shares[(t + d) % workers];
-      for (int64_t i; (i = take(other, false)) >= 0;) run(i);
+    Share& own = shares[t];
+    for (;;) {
+      for (int64_t i; (i = take_front(own)) >= 0;) run(i);
+      // Own share done: steal the back half of the first non-empty share and make it this
+      // thread's share (others may steal from it in turn). Half, not one item: every claim on
+      // a share that another core wrote moves its cache line (~0.5 us between the 2 vCPUs
+      // measured), and stolen items run front to back, one forward stream again.
+      std::pair<uint64_t, uint64_t> got{0, 0};
+      for (int64_t d = 1; d < workers && got.first == got.second; ++d)
+        got = steal_half(shares[(t + d) % workers]);
+      if (got.first == got.second) return;
+      own.front_back.store((got.first << 32) | got.second, std::memory_order_relaxed);
     }
   });
 }

@@ -37,8 +37,8 @@ class ThreadPool {
 
   /// Calls fn(i) once for every i in [0, items), in parallel. Each thread owns a contiguous
   /// share of the items and takes them front to back; a thread whose share is empty takes
-  /// items from the back of the others' (so a thread whose core is busy elsewhere ends up
-  /// with fewer). For bandwidth-bound kernels whose items are adjacent slices of a weight
+  /// the back half of another's as its new share (so a thread whose core is busy elsewhere
+  /// ends up with fewer). For bandwidth-bound kernels whose items are adjacent slices of a weight
   /// matrix: each thread reads one forward stream, which the hardware prefetchers follow,
   /// where a shared counter would hand the threads alternate items. Not reentrant (as
   /// parallel_for).

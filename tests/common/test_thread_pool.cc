@@ -80,6 +80,13 @@ TEST(ThreadPool, ParallelItemsWalksEachShareFrontToBack) {
   for (int64_t i : fast)
     if (i >= 32) own.push_back(i);
   EXPECT_TRUE(std::is_sorted(own.begin(), own.end()));
+  // Stolen items come as back halves of share 0, each run front to back: the fast thread's
+  // list descends only where a new steal starts, about log2(31) times (one item at a time
+  // from the back would descend at every item).
+  int descents = 0;
+  for (size_t k = 1; k < fast.size(); ++k) descents += fast[k] < fast[k - 1] ? 1 : 0;
+  EXPECT_LE(descents, 6);
+  EXPECT_GE(descents, 1);
 }
 
 TEST(ThreadPool, SurvivesIdlePeriods) {

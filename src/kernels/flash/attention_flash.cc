@@ -22,7 +22,7 @@
 // the threads the context is split (flash-decoding) and the partial (m, l, O) states merged.
 // Items are handed out dynamically (an atomic counter, largest first) so causal tiles of
 // very different cost balance across threads; which thread runs an item never changes its
-// result. Scratch is allocated per call and per thread (O(tile)); the split partial states
+// result. Scratch is per thread, kept and grown across calls (O(tile)); the split partial states
 // are O(num_heads x head_dim x splits).
 #include <algorithm>
 #include <atomic>
@@ -176,7 +176,10 @@ class FlashAttention final : public AttentionBackend {
     const int64_t n_items = static_cast<int64_t>(items.size());
     std::atomic<int64_t> next{0};
     auto worker = [&](int64_t, int64_t) {
-      std::vector<float> buf(scratch_floats + 16);
+      // Per-thread scratch that only grows: allocating and zeroing it per call cost ~2 us of
+      // bench_attention's one-sequence decode at context 128 (25 -> 23 us), every layer.
+      thread_local std::vector<float> buf;
+      if (static_cast<int64_t>(buf.size()) < scratch_floats + 16) buf.resize(scratch_floats + 16);
       float* scratch = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64) / 4;
       for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
         const Item& it = items[i];
