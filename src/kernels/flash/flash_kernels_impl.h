@@ -65,8 +65,9 @@ inline void slot_offsets(const KvSource& kv, int32_t p0, int32_t n, int64_t* out
   }
 }
 
+template <_mm_hint Hint = _MM_HINT_T0>
 inline void prefetch_row(const void* row, int64_t bytes) {
-  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, Hint);
 }
 
 // Copies one head_dim row at element offset `off` of a cache tensor into dst as f32,
@@ -372,12 +373,10 @@ void prefill(const PrefillTile& t, float* scratch) {
       const int32_t n = imin(Bc, pf_end - p0);
       slot_offsets(kv, p0, n, slot_next);
       for (int32_t j = 0; j < n; ++j) {
-        const char* kr = static_cast<const char*>(kv.k) + (slot_next[j] + static_cast<int64_t>(t.kv_head) * hd) * esz;
-        const char* vr = static_cast<const char*>(kv.v) + (slot_next[j] + static_cast<int64_t>(t.kv_head) * hd) * esz;
-        for (int64_t b = 0; b < row_bytes * NH; b += 64) {
-          _mm_prefetch(kr + b, _MM_HINT_T1);
-          _mm_prefetch(vr + b, _MM_HINT_T1);
-        }
+        // The item's heads kv_head .. kv_head + NH - 1 are adjacent in the slot's row.
+        const int64_t at = (slot_next[j] + static_cast<int64_t>(t.kv_head) * hd) * esz;
+        prefetch_row<_MM_HINT_T1>(static_cast<const char*>(kv.k) + at, row_bytes * NH);
+        prefetch_row<_MM_HINT_T1>(static_cast<const char*>(kv.v) + at, row_bytes * NH);
       }
     }
   }
