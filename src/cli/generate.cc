@@ -18,6 +18,19 @@ int fail(const Status& status) {
   return 1;
 }
 
+namespace {
+
+/// The sampling flags' own names in their errors (the engine would say "temperature").
+Status check_sampling_flags(float temperature, float top_p) {
+  if (!(std::isfinite(temperature) && temperature >= 0))
+    return InvalidArgument("--temperature must be a finite number >= 0, got {}", temperature);
+  if (!(top_p > 0 && top_p <= 1))
+    return InvalidArgument("--top-p must be in (0, 1], got {}", top_p);
+  return Status::Ok();
+}
+
+}  // namespace
+
 GenerateCommand::GenerateCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("generate", "Generate a completion for one prompt");
   add_engine_flags(*cmd_, config_, flags_);
@@ -51,6 +64,12 @@ int GenerateCommand::run() {
   if (prompt_.empty()) return fail(InvalidArgument("--prompt must not be empty"));
   if (top_k_ < -1)  // before the model loads; the engine's message would say "top_k"
     return fail(InvalidArgument("--top-k must be -1 or 0 (all) or >= 1, got {}", top_k_));
+  // The sampling flags given are checked before the model loads (seconds for a large one);
+  // values from the generation config are checked after it, below.
+  if (Status st = check_sampling_flags(cmd_->count("--temperature") > 0 ? temperature_ : 0.0f,
+                                       cmd_->count("--top-p") > 0 ? top_p_ : 1.0f);
+      !st.ok())
+    return fail(st);
   auto engine_or = LLMEngine::create(config_);
   if (!engine_or.ok()) return fail(engine_or.status());
   LLMEngine& engine = **engine_or;
@@ -65,12 +84,8 @@ int GenerateCommand::run() {
     req.params.temperature = temperature_;
   if (cmd_->count("--top-p") > 0) req.params.top_p = top_p_;
   if (cmd_->count("--top-k") > 0) req.params.top_k = top_k_;
-  // The sampling flags' own names in their errors (the engine would say "temperature").
-  if (!(std::isfinite(req.params.temperature) && req.params.temperature >= 0))
-    return fail(InvalidArgument("--temperature must be a finite number >= 0, got {}",
-                                req.params.temperature));
-  if (!(req.params.top_p > 0 && req.params.top_p <= 1))
-    return fail(InvalidArgument("--top-p must be in (0, 1], got {}", req.params.top_p));
+  if (Status st = check_sampling_flags(req.params.temperature, req.params.top_p); !st.ok())
+    return fail(st);
   if (top_k_ > engine.tokenizer().vocab_size())
     return fail(InvalidArgument("--top-k {} is larger than the vocabulary ({} tokens); -1 keeps "
                                 "all", top_k_, engine.tokenizer().vocab_size()));

@@ -343,7 +343,17 @@ TEST(Flags, ValuesWithNoEffectAreRefused) {
            {"generate " + gguf() + " --prompt hi --top-p 0", "--top-p must be in (0, 1], got 0"}}) {
     const testing::CommandResult g = run_llmserve(args);
     EXPECT_EQ(g.exit_code, 1);
-    EXPECT_TRUE(has(g.err, "\nerror: " + line + "\n")) << g.err;
+    EXPECT_TRUE(has(g.err, "error: " + line + "\n")) << g.err;
+  }
+  // The sampling flags are checked before the model loads: a missing model file is not
+  // reached (its error would come first otherwise).
+  for (const auto& [flag, line] : std::vector<std::pair<std::string, std::string>>{
+           {"--temperature nan", "--temperature must be a finite number >= 0, got nan"},
+           {"--top-p 1.5", "--top-p must be in (0, 1], got 1.5"}}) {
+    const testing::CommandResult g =
+        run_llmserve("generate " + quote(testing::temp_dir() + "/absent.gguf") + " --prompt hi " + flag);
+    EXPECT_EQ(g.exit_code, 1);
+    EXPECT_EQ(g.err, "error: " + line + "\n");
   }
   const testing::CommandResult r = run_llmserve("generate " + gguf() + " --prompt hi --top-k 1000");
   EXPECT_EQ(r.exit_code, 1);
