@@ -237,6 +237,34 @@ TEST(QuantizeCli, ThreadsThatCannotStartFailCleanly) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
+// A quantize interrupted while it writes (SIGINT as Ctrl-C sends it, SIGTERM, SIGHUP) dies of
+// the signal and leaves neither OUT nor OUT.tmp (was: a partial OUT.tmp of the model's size).
+// The signal is sent once OUT.tmp exists; a run that finished first (rc 0) proves nothing and
+// is skipped.
+TEST(QuantizeCli, InterruptedLeavesNoTemporaryFile) {
+  const std::string in = out_dir() + "/sig-in.gguf";
+  auto r = testing::run_llmserve("make-model --preset bench-25m --dtype bf16 --out " + in);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [name, signo] : std::vector<std::pair<std::string, int>>{
+           {"INT", 2}, {"TERM", 15}, {"HUP", 1}}) {
+    const std::string out = out_dir() + "/sig-" + name + ".gguf";
+    // env --default-signal: a shell starts a background job with SIGINT ignored.
+    r = testing::run_shell(std::string("(env --default-signal=INT ") + LLMSERVE_BIN + " quantize " + in + " " + out +
+                           " --type Q4_K_M --threads 1 >/dev/null 2>&1 & pid=$!; while [ ! -e " +
+                           out + ".tmp ] && kill -0 $pid 2>/dev/null; do sleep 0.01; done; kill -" +
+                           name + " $pid; wait $pid; echo $?)");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const int rc = std::stoi(r.out);
+    EXPECT_FALSE(fs::exists(out + ".tmp")) << name;
+    if (rc == 0) {
+      std::printf("SIG%s came after the quantize finished; not exercised\n", name.c_str());
+      continue;
+    }
+    EXPECT_EQ(rc, 128 + signo) << name;
+    EXPECT_FALSE(fs::exists(out)) << name;
+  }
+}
+
 // --quantization through the engine (generate): the start-up line, and a refusal naming the
 // flag when a row length fits no type.
 TEST(QuantizationFlag, GenerateQuantizesAtLoad) {
