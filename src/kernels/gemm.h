@@ -50,13 +50,13 @@ struct GemmProblem {
 };
 
 /// Stacks matrices with equal `cols` along rows: result rows = sum of parts' rows, in order
-/// (e.g. Wq;Wk;Wv -> one QKV projection, Wgate;Wup -> one gate/up GEMM). The result owns a
-/// copy in the parts' common dtype (quantized rows are independent blocks: a byte
-/// concatenation), or in float32 if the parts' dtypes differ and all are float types. Parts of
-/// different dtypes of which any is quantized are kept as they are (WeightMatrix::parts, no
-/// copy, no dequantized float copy): one GEMM call still computes all rows, each in its
-/// part's type. Errors: InvalidArgument when parts is empty, `cols` differ, or a quantized
-/// part's cols are not whole blocks.
+/// (e.g. Wq;Wk;Wv -> one QKV projection, Wgate;Wup -> one gate/up GEMM). Float parts: the
+/// result owns a copy in their common dtype, or in float32 if their dtypes differ. When any
+/// part is quantized the parts are kept as they are (WeightMatrix::parts: no copy, no
+/// dequantized float copy; the quantized GEMM repacks straight from them, usually the mapped
+/// file): one GEMM call still computes all rows, each in its part's type. Errors:
+/// InvalidArgument when parts is empty, `cols` differ, or a quantized part's cols are not
+/// whole blocks.
 Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts);
 
 /// What a prepared matrix will be used with.
@@ -72,6 +72,17 @@ enum class WeightUse {
 /// null) so the matrix is held once; file-backed `data` stays (it costs only page cache).
 /// Never changes results beyond floating-point reassociation.
 void prepare_weight(WeightMatrix& w, WeightUse use = WeightUse::kGemm);
+
+/// A matrix to prepare and its use (prepare_weights).
+struct PrepareJob {
+  WeightMatrix* w;
+  WeightUse use = WeightUse::kGemm;
+};
+
+/// prepare_weight for every job, each matrix on one of `pool`'s threads (null: this thread):
+/// a model's load repacks its matrices in parallel. The results do not depend on the pool.
+/// Not reentrant on `pool` (ThreadPool::parallel_items).
+void prepare_weights(std::span<const PrepareJob> jobs, ThreadPool* pool);
 
 /// Called on finished output tiles so that per-element work happens while the tile is hot
 /// (e.g. RoPE + KV-cache write after the QKV projection: vLLM's reshape_and_cache fused into

@@ -126,7 +126,7 @@ class Deepseek2Model final : public Model {
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, H_ * vh_));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
       if (l.moe) {
-        LLMS_ASSIGN_OR_RETURN(l.moe_w, load_moe_weights(w, cfg_, i));
+        LLMS_ASSIGN_OR_RETURN(l.moe_w, load_moe_weights(w, cfg_, i, options.pool));
       } else {
         WeightMatrix gate_up[2];
         LLMS_ASSIGN_OR_RETURN(gate_up[0], w.matrix(p + "ffn_gate.weight", cfg_.ffn_dim, dim));

@@ -40,6 +40,10 @@ class LlamaModel final : public Model {
     classifier_ = ends.classifier;
     final_norm_ = std::move(ends.final_norm);
     layers_.resize(cfg_.n_layers);
+    // Each layer's matrices are repacked together on the load's threads once it is read (not
+    // all at the end: the in-memory copies a repack releases, e.g. a float Wq;Wk;Wv stack,
+    // would otherwise all be held at once).
+    std::vector<PrepareJob> jobs;
     for (int32_t i = 0; i < cfg_.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       LayerWeights& l = layers_[i];
@@ -80,10 +84,10 @@ class LlamaModel final : public Model {
                                "attention_bias = false", file.path(), t->name);
       LLMS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", dim, q_dim));
       LLMS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector(p + "ffn_norm.weight", dim));
-      prepare_weight(l.w_qkv);
-      prepare_weight(l.wo);
+      jobs = {{&l.w_qkv}, {&l.wo}};
       if (cfg_.is_moe()) {
-        LLMS_ASSIGN_OR_RETURN(l.moe, load_moe_weights(w, cfg_, i));
+        prepare_weights(jobs, options.pool);
+        LLMS_ASSIGN_OR_RETURN(l.moe, load_moe_weights(w, cfg_, i, options.pool));
         continue;
       }
       if (cfg_.architecture == "phi3") {  // ffn_up holds gate then up (HF gate_up_proj)
@@ -94,8 +98,9 @@ class LlamaModel final : public Model {
         LLMS_ASSIGN_OR_RETURN(l.w_gate_up, concat_rows(gate_up));
       }
       LLMS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", dim, cfg_.ffn_dim));
-      prepare_weight(l.w_gate_up, WeightUse::kSiluMul);
-      prepare_weight(l.w_down);
+      jobs.push_back({&l.w_gate_up, WeightUse::kSiluMul});
+      jobs.push_back({&l.w_down});
+      prepare_weights(jobs, options.pool);
     }
     w.mark_used("rope_freqs.weight");  // read into the config (llama3 frequency factors)
     w.mark_used("rope_factors_long.weight");   // read into the config (LongRoPE)

@@ -55,6 +55,9 @@ struct ModelLoadOptions {
   /// The context the model will serve (--max-model-len; 0 = max_position_embeddings): picks
   /// LongRoPE's long or short factors (ModelConfig::select_longrope).
   int32_t max_model_len = 0;
+  /// Threads for load-time work (a MoE layer's experts are repacked in parallel); null = the
+  /// calling thread. The loaded weights do not depend on it.
+  ThreadPool* pool = nullptr;
 };
 
 /// file.config() with what `options` decides applied (LongRoPE's factor list).

@@ -9,7 +9,8 @@
 
 namespace llmserve {
 
-Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer) {
+Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer,
+                                      ThreadPool* pool) {
   const std::string p = "blk." + std::to_string(layer) + ".";
   const int64_t E = c.n_experts, F = c.expert_ffn_dim, dim = c.dim;
   MoeWeights m;
@@ -20,10 +21,14 @@ Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int
   for (int64_t e = 0; e < E; ++e) {
     WeightMatrix parts[2] = {gate[e], up[e]};
     LLMS_ASSIGN_OR_RETURN(WeightMatrix gu, concat_rows(parts));
-    prepare_weight(gu, WeightUse::kSiluMul);
     m.gate_up.push_back(std::move(gu));
-    prepare_weight(m.down[e]);
   }
+  std::vector<PrepareJob> jobs;
+  for (int64_t e = 0; e < E; ++e) {
+    jobs.push_back({&m.gate_up[e], WeightUse::kSiluMul});
+    jobs.push_back({&m.down[e]});
+  }
+  prepare_weights(jobs, pool);
   prepare_weight(m.router);
   if (c.shared_expert_ffn_dim > 0) {
     const int64_t S = c.shared_expert_ffn_dim;

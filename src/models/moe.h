@@ -40,8 +40,10 @@ struct MoeWeights {
 /// a shared expert, blk.N.ffn_{gate,up,down}_shexp.weight and, when it is gated, its gate
 /// blk.N.ffn_gate_inp_shexp.weight ([dim] in GGUF, [1, dim] as HF's shared_expert_gate); the
 /// selection bias blk.N.exp_probs_b.bias when the file has it.
+/// The experts are prepared (repacked) on `pool`'s threads when given (null: this thread).
 /// Errors: WeightLoader's (missing tensor, shape) naming the file and tensor.
-Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer);
+Expected<MoeWeights> load_moe_weights(WeightLoader& w, const ModelConfig& c, int32_t layer,
+                                      ThreadPool* pool = nullptr);
 
 /// The MoE MLP's forward pass with its scratch (reused across steps; one per model).
 class MoeMlp {

@@ -17,13 +17,13 @@ Expected<std::vector<float>> compute_prompt_logits(const ModelFile& file,
   if (opt.chunk_size < 1 || opt.block_size < 1)
     return InvalidArgument("chunk size ({}) and block size ({}) must be >= 1", opt.chunk_size,
                            opt.block_size);
-  const ModelLoadOptions load{opt.dtype, opt.max_model_len};
+  ThreadPool pool(std::max(1, opt.num_threads));
+  const ModelLoadOptions load{opt.dtype, opt.max_model_len, &pool};
   LLMS_ASSIGN_OR_RETURN(auto model, create_model(file, load));
   LLMS_ASSIGN_OR_RETURN(auto attention, make_attention_backend(opt.attention_backend));
 
   const int32_t n = static_cast<int32_t>(ids.size());
   const int32_t num_blocks = (n + opt.block_size - 1) / opt.block_size;
-  ThreadPool pool(std::max(1, opt.num_threads));
   const DType kv_dtype = opt.kv_cache_dtype.value_or(model_dtype(mc, load));
   LLMS_ASSIGN_OR_RETURN(auto runner, ModelRunner::create(std::move(model), std::move(attention),
                                                          num_blocks, opt.block_size, kv_dtype,

@@ -24,6 +24,7 @@
 #include "common/thread_pool.h"
 #include "kernels/gemm.h"
 #include "kernels/quant/gemm_quant_ref.h"
+#include "kernels/quant/qgemm.h"
 #include "quant/dequantize_ref.h"
 #include "weights/gguf.h"
 #include "quant_weights.h"
@@ -135,20 +136,39 @@ TEST_P(QuantGemm, BatchInvariantAcrossMAndThreads) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantGemm, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_ggml_name(info.param)); });
 
-TEST(QuantConcatRows, SameTypeIsByteConcatenation) {
-  const int64_t k = 512;
-  const QuantWeight a = make_weight(DType::kQ4_K, 5, k, 1), b = make_weight(DType::kQ4_K, 3, k, 2);
+// Quantized parts of one type are kept as they are too: no copy of the (usually mapped) rows
+// at load, and the GEMM over the stack gives each part's own bits.
+TEST(QuantConcatRows, SameTypeKeepsThePartsWithoutACopy) {
+  const int64_t k = 512, m = 3;
+  const QuantWeight a = make_weight(DType::kQ4_K, 5, k, 1), b = make_weight(DType::kQ4_K, 11, k, 2);
   const WeightMatrix parts[] = {a.w, b.w};
   auto c = concat_rows(parts);
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->dtype, DType::kQ4_K);
-  EXPECT_EQ(c->rows, 8);
-  EXPECT_EQ(c->parts, nullptr);
-  const int64_t rb = dtype_row_bytes(DType::kQ4_K, k);
-  EXPECT_EQ(std::memcmp(c->data, a.bytes->data(), 5 * rb), 0);
-  EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(c->data) + 5 * rb, b.bytes->data(), 3 * rb), 0);
-  prepare_weight(*c);  // a no-op for quantized weights: rows stay readable
-  EXPECT_NE(c->data, nullptr);
+  EXPECT_EQ(c->rows, 16);
+  EXPECT_EQ(c->data, nullptr);
+  ASSERT_NE(c->parts, nullptr);
+  ASSERT_EQ(c->parts->size(), 2u);
+  EXPECT_EQ((*c->parts)[0].data, a.w.data);  // borrowed, not copied
+  EXPECT_EQ((*c->parts)[1].data, b.w.data);
+  const auto x = random_vec(static_cast<size_t>(m * k), 3);
+  ThreadPool pool(2);
+  std::vector<float> before(static_cast<size_t>(m * 16)), after(before.size());
+  gemm(x.data(), m, *c, before.data(), &pool);  // the reference path over the parts
+  prepare_weight(*c);
+  gemm(x.data(), m, *c, after.data(), &pool);   // the packed parts
+  int64_t col = 0;
+  for (const WeightMatrix& p : parts) {
+    std::vector<float> y(static_cast<size_t>(m * p.rows));
+    gemm_quant_recipe_ref(x.data(), m, p, y.data());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < p.rows; ++j) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(after[i * 16 + col + j]), std::bit_cast<uint32_t>(y[i * p.rows + j]))
+            << "packed, part at column " << col;
+      }
+    col += p.rows;
+  }
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(before[i], after[i], 1e-3f * (1 + std::fabs(after[i]))) << i;
 }
 
 TEST(QuantConcatRows, MixedTypesKeepPartsAndComputeEachInItsType) {
@@ -165,20 +185,20 @@ TEST(QuantConcatRows, MixedTypesKeepPartsAndComputeEachInItsType) {
   h.rows = 2;
   h.cols = k;
   const WeightMatrix first[] = {q.w, kk.w};
-  auto qk = concat_rows(first);  // same type: bytes
+  auto qk = concat_rows(first);  // same type: parts too
   ASSERT_TRUE(qk.ok());
   const WeightMatrix all[] = {*qk, v.w, h, e.w};
   auto c = concat_rows(all);
   ASSERT_TRUE(c.ok()) << c.status().message();
   ASSERT_NE(c->parts, nullptr);
-  EXPECT_EQ(c->parts->size(), 4u);
+  EXPECT_EQ(c->parts->size(), 5u);  // q and k stay two parts
   EXPECT_EQ(c->data, nullptr);
   const int64_t n = 8 + 2 + 2 + 2 + 3;
   ASSERT_EQ(c->rows, n);
   const WeightMatrix nested[] = {*c, v.w};  // parts of parts are flattened
   auto c2 = concat_rows(nested);
   ASSERT_TRUE(c2.ok());
-  EXPECT_EQ(c2->parts->size(), 5u);
+  EXPECT_EQ(c2->parts->size(), 6u);
 
   const auto x = random_vec(static_cast<size_t>(m * k), 9);
   ThreadPool pool(2);

@@ -429,8 +429,9 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
     same_dtype = same_dtype && p.dtype == parts[0].dtype && p.parts == nullptr;
     any_quantized = any_quantized || is_quantized_weight(p);
   }
-  if (!same_dtype && any_quantized) {
-    // Mixed types with a quantized part: keep every part as it is (flattening nested parts).
+  if (any_quantized) {
+    // A quantized part: keep every part as it is (flattening nested parts), never copied; the
+    // quantized GEMM repacks from the parts themselves (usually the mapped file).
     auto list = std::make_shared<std::vector<WeightMatrix>>();
     for (const WeightMatrix& p : parts) {
       if (p.parts != nullptr) {
@@ -475,6 +476,16 @@ Expected<WeightMatrix> concat_rows(std::span<const WeightMatrix> parts) {
   return w;
 }
 
+void prepare_weights(std::span<const PrepareJob> jobs, ThreadPool* pool) {
+  const auto one = [&](int64_t i) { prepare_weight(*jobs[i].w, jobs[i].use); };
+  const int64_t n = static_cast<int64_t>(jobs.size());
+  if (pool != nullptr && pool->num_threads() > 1 && n > 1) {
+    pool->parallel_items(n, one);
+  } else {
+    for (int64_t i = 0; i < n; ++i) one(i);
+  }
+}
+
 void prepare_weight(WeightMatrix& w, WeightUse use) {
   if (is_quantized_weight(w)) return prepare_quantized(w, use);  // qgemm tiles
   if (w.packed_format == kPackedPanels || w.data == nullptr || w.rows <= 0 || w.cols <= 0) {
@@ -486,8 +497,9 @@ void prepare_weight(WeightMatrix& w, WeightUse use) {
   const int64_t n = w.rows, k = w.cols, esize = static_cast<int64_t>(dtype_size(w.dtype));
   const int64_t panels = ceil_div(n, kPanel);
   const size_t bytes = static_cast<size_t>(round_up(panels * k * kPanel * esize, 64));
-  auto* buf = static_cast<uint8_t*>(alloc_weight_memory(bytes));
-  if (buf == nullptr) throw std::bad_alloc();
+  std::shared_ptr<uint8_t> block = alloc_weight_block(bytes);
+  if (block == nullptr) throw std::bad_alloc();
+  uint8_t* const buf = block.get();
   std::memset(buf, 0, bytes);
   const auto* src = static_cast<const uint8_t*>(w.data);
   int pos[kPanel];  // stored position of each column (bf16 rows are permuted, see kPanel)
@@ -514,7 +526,7 @@ void prepare_weight(WeightMatrix& w, WeightUse use) {
       }
     }
   }
-  w.packed = std::shared_ptr<const void>(buf, [](const void* q) { std::free(const_cast<void*>(q)); });
+  w.packed = std::shared_ptr<const void>(block, buf);
   w.packed_format = kPackedPanels;
   // gemm() always reads the panels; gemm_silu_mul() only when F is a panel multiple (see there).
   const bool panels_only = use == WeightUse::kGemm || (w.rows / 2) % kPanel == 0;

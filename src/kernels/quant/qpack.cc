@@ -126,10 +126,10 @@ std::shared_ptr<const QPacked> repack(DType type, const void* data, int64_t n, i
   p->chunk_offset[p->chunks] = off;
   p->tile_bytes = (off + 63) / 64 * 64;
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(p->tiles * p->tile_bytes, 64));
-  auto* buf = static_cast<uint8_t*>(alloc_weight_memory(bytes));
-  if (buf == nullptr) throw std::bad_alloc();
+  p->data = alloc_weight_block(bytes);
+  if (p->data == nullptr) throw std::bad_alloc();
+  uint8_t* const buf = p->data.get();
   std::memset(buf, 0, bytes);
-  p->data = std::shared_ptr<uint8_t>(buf, [](uint8_t* q) { std::free(q); });
   const int64_t row_bytes = dtype_row_bytes(type, k);
   for (int64_t tile = 0; tile < p->tiles; ++tile)
     for (int64_t c = 0; c < p->chunks; ++c) {
