@@ -199,6 +199,7 @@ bool BenchCommand::given(const char* flag) const {
 
 Status BenchCommand::check_workload_flags() const {
   const BenchWorkloadFlags& f = workload_;
+  LLMS_RETURN_IF_ERROR(check_sampling_flags(f.temperature, 1.0f));  // before the model loads
   const bool prefix_repetition = f.dataset == "prefix_repetition";
   const bool multi_turn = given("--multi-turn-conversations");
   for (const char* flag : {"--prefix-repetition-prefix-len", "--prefix-repetition-suffix-len",

@@ -17,6 +17,10 @@ namespace llmserve::cli {
 /// Prints "error: <message>" to stderr and returns 1.
 int fail(const Status& status);
 
+/// --temperature (finite, >= 0) and --top-p (in (0, 1]), named as the flags in the error (the
+/// engine's message would say "temperature"): checked before a model loads.
+Status check_sampling_flags(float temperature, float top_p);
+
 class ServeCommand {
  public:
   explicit ServeCommand(CLI::App& app);

@@ -18,9 +18,6 @@ int fail(const Status& status) {
   return 1;
 }
 
-namespace {
-
-/// The sampling flags' own names in their errors (the engine would say "temperature").
 Status check_sampling_flags(float temperature, float top_p) {
   if (!(std::isfinite(temperature) && temperature >= 0))
     return InvalidArgument("--temperature must be a finite number >= 0, got {}", temperature);
@@ -28,8 +25,6 @@ Status check_sampling_flags(float temperature, float top_p) {
     return InvalidArgument("--top-p must be in (0, 1], got {}", top_p);
   return Status::Ok();
 }
-
-}  // namespace
 
 GenerateCommand::GenerateCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("generate", "Generate a completion for one prompt");

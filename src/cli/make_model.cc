@@ -31,6 +31,7 @@
 
 #include "cli/commands.h"
 #include "cli/human_int.h"
+#include "cli/remove_on_signal.h"
 #include "common/dtype.h"
 #include "weights/gguf_writer.h"
 
@@ -721,6 +722,7 @@ int MakeModelCommand::run() {
 
   // Write to a temporary name and rename, so a failed run leaves no truncated model behind.
   const std::string tmp = out_path_ + ".tmp";
+  const RemoveOnSignal remove_tmp_on_signal(tmp);
   if (Status st = write_gguf(*p, dtype, tensors, vocab, tmp); !st.ok()) {
     std::remove(tmp.c_str());
     return fail(st);

@@ -8,9 +8,6 @@
 // (cli/gguf_export.h), 1-D tensors become F32 and llama Q/K rows are permuted to llama.cpp's
 // order. Streams tensor by tensor, in chunks of rows: memory stays bounded whatever the model's
 // size. One line per tensor on stdout ("name TYPE"), a summary on stderr.
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -24,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/gguf_export.h"
 #include "cli/human_int.h"
+#include "cli/remove_on_signal.h"
 #include "common/thread_pool.h"
 #include "models/quantize_model.h"
 #include "quant/quant_scheme.h"
@@ -32,45 +30,6 @@
 namespace llmserve::cli {
 namespace {
 
-/// While alive, SIGINT, SIGTERM and SIGHUP (those not ignored) first remove `path` (unlink is async-signal-safe)
-/// and then end the process as the signal would have, so an interrupted quantize leaves no
-/// partial temporary file behind. A path too long for the buffer is not registered.
-class RemoveOnSignal {
- public:
-  explicit RemoveOnSignal(const std::string& path) {
-    if (path.size() >= sizeof(path_)) return;
-    std::memcpy(path_, path.c_str(), path.size() + 1);
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < kCount; ++i) {
-      sigaction(kSignals[i], nullptr, &old_[i]);
-      // A signal the process was started with ignored (nohup, a shell's background job) stays
-      // ignored.
-      if (old_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &sa, nullptr);
-    }
-    armed_ = true;
-  }
-  ~RemoveOnSignal() {
-    if (!armed_) return;
-    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &old_[i], nullptr);
-    path_[0] = '\0';
-  }
-  RemoveOnSignal(const RemoveOnSignal&) = delete;
-  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
-
- private:
-  static constexpr int kCount = 3;
-  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
-  static void on_signal(int sig) {
-    if (path_[0] != '\0') unlink(path_);
-    signal(sig, SIG_DFL);
-    raise(sig);
-  }
-  static inline char path_[4096] = {};
-  struct sigaction old_[kCount] {};
-  bool armed_ = false;
-};
 
 constexpr int64_t kChunkValues = int64_t{1} << 20;  // float32 values converted per piece
 

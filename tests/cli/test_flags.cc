@@ -355,6 +355,10 @@ TEST(Flags, ValuesWithNoEffectAreRefused) {
     EXPECT_EQ(g.exit_code, 1);
     EXPECT_EQ(g.err, "error: " + line + "\n");
   }
+  const testing::CommandResult b = run_llmserve(
+      "bench " + quote(testing::temp_dir() + "/absent.gguf") + " --num-prompts 1 --temperature -1");
+  EXPECT_EQ(b.exit_code, 1);
+  EXPECT_EQ(b.err, "error: --temperature must be a finite number >= 0, got -1\n");
   const testing::CommandResult r = run_llmserve("generate " + gguf() + " --prompt hi --top-k 1000");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "\nerror: --top-k 1000 is larger than the vocabulary (512 tokens); -1 "

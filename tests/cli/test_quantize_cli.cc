@@ -237,7 +237,7 @@ TEST(QuantizeCli, ThreadsThatCannotStartFailCleanly) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
-// A quantize interrupted while it writes (SIGINT as Ctrl-C sends it, SIGTERM, SIGHUP) dies of
+// A quantize interrupted while it writes (SIGINT as Ctrl-C sends it, SIGTERM, SIGHUP, SIGPIPE) dies of
 // the signal and leaves neither OUT nor OUT.tmp (was: a partial OUT.tmp of the model's size).
 // The signal is sent once OUT.tmp exists; a run that finished first (rc 0) proves nothing and
 // is skipped.
@@ -263,6 +263,40 @@ TEST(QuantizeCli, InterruptedLeavesNoTemporaryFile) {
     EXPECT_EQ(rc, 128 + signo) << name;
     EXPECT_FALSE(fs::exists(out)) << name;
   }
+  // stdout piped to a reader that is gone (`| head` after its lines): SIGPIPE at the next
+  // line (line-buffered here, so at the first tensor's) ends it the same way.
+  const std::string out = out_dir() + "/sig-PIPE.gguf", rc_file = out_dir() + "/sig-PIPE.rc";
+  r = testing::run_shell("(env --default-signal=PIPE stdbuf -oL " + std::string(LLMSERVE_BIN) +
+                         " quantize " + in + " " + out + " --type Q4_K_M --threads 1 2>/dev/null; echo $? > " +
+                         rc_file + ") | true");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int rc = std::stoi(testing::slurp(rc_file));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  if (rc == 0) {
+    std::printf("SIGPIPE: every line was written before the reader left; not exercised\n");
+  } else {
+    EXPECT_EQ(rc, 128 + 13);
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// make-model writes OUT.tmp and renames it too: an interrupted one leaves neither.
+TEST(QuantizeCli, InterruptedMakeModelLeavesNoTemporaryFile) {
+  const std::string out = out_dir() + "/mm-sig.gguf";
+  auto r = testing::run_shell(std::string("(env --default-signal=INT ") + LLMSERVE_BIN +
+                              " make-model --preset bench-250m --dtype bf16 --out " + out +
+                              " >/dev/null 2>&1 & pid=$!; while [ ! -e " + out +
+                              ".tmp ] && kill -0 $pid 2>/dev/null; do sleep 0.01; done; kill -INT $pid; wait $pid; echo $?)");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int rc = std::stoi(r.out);
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  if (rc == 0) {
+    std::printf("SIGINT came after make-model finished; not exercised\n");
+    fs::remove(out);
+    return;
+  }
+  EXPECT_EQ(rc, 128 + 2);
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // --quantization through the engine (generate): the start-up line, and a refusal naming the

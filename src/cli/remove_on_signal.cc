@@ -1,0 +1,41 @@
+#include "cli/remove_on_signal.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+namespace llmserve::cli {
+namespace {
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+char g_path[4096] = {};
+
+void on_signal(int sig) {
+  if (g_path[0] != '\0') unlink(g_path);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+}  // namespace
+
+RemoveOnSignal::RemoveOnSignal(const std::string& path) {
+  static_assert(sizeof(kSignals) / sizeof(kSignals[0]) == kCount);
+  if (path.size() >= sizeof(g_path)) return;
+  std::memcpy(g_path, path.c_str(), path.size() + 1);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < kCount; ++i) {
+    sigaction(kSignals[i], nullptr, &old_[i]);
+    if (old_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &sa, nullptr);
+  }
+  armed_ = true;
+}
+
+RemoveOnSignal::~RemoveOnSignal() {
+  if (!armed_) return;
+  for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  g_path[0] = '\0';
+}
+
+}  // namespace llmserve::cli

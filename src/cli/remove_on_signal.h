@@ -1,0 +1,29 @@
+// Removing a command's temporary output file when a signal ends the process.
+#pragma once
+
+#include <signal.h>
+
+#include <string>
+
+namespace llmserve::cli {
+
+/// While alive, SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGPIPE (stdout piped to a reader that
+/// quit, e.g. `| head`) first remove `path` (unlink is async-signal-safe) and then end the
+/// process as the signal would have, so an interrupted `quantize` or `make-model` leaves no
+/// partial OUT.tmp behind. A signal the process was started with ignored (nohup, a shell's
+/// background job) stays ignored. One at a time; a path too long for the buffer (4 KiB) is
+/// not registered.
+class RemoveOnSignal {
+ public:
+  explicit RemoveOnSignal(const std::string& path);
+  ~RemoveOnSignal();
+  RemoveOnSignal(const RemoveOnSignal&) = delete;
+  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
+
+ private:
+  static constexpr int kCount = 4;
+  struct sigaction old_[kCount] {};
+  bool armed_ = false;
+};
+
+}  // namespace llmserve::cli
