@@ -258,12 +258,8 @@ void BM_DecodePaged(benchmark::State& state) {
   if (!cached || cached_dt != dt || cached_batch != batch || cached_ctx != kCtx) {
     cached.reset();
     const double layer_bytes = 2.0 * batch * kCtx * 4 * 64 * dtype_size(dt);
-    // LLMSERVE_BENCH_COPIES (as bench_qgemm): the number of layers cycled (1: a cache-resident
-    // KV, the kernel's arithmetic alone).
-    const char* env_copies = std::getenv("LLMSERVE_BENCH_COPIES");
-    const int layers = env_copies != nullptr
-                           ? std::max(1, std::atoi(env_copies))
-                           : static_cast<int>(std::ceil((1u << 30) / layer_bytes)) + 1;
+    const int layers = static_cast<int>(  // layers cycled (1: a cache-resident KV)
+        bench::bench_copies(static_cast<int64_t>(std::ceil((1u << 30) / layer_bytes)) + 1));
     cached = std::make_unique<Paged>(16, 4, 64, dt, batch, 1, kCtx, layers);
     cached_dt = dt;
     cached_batch = batch;

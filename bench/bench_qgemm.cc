@@ -70,11 +70,7 @@ Weights make(DType t, int64_t n, int64_t k, WeightUse use, int64_t total_bytes =
   Weights w;
   const int64_t row = dtype_row_bytes(t, k), bb = dtype_block_bytes(t);
   w.file_bytes = n * row;
-  // LLMSERVE_BENCH_COPIES=1 keeps one copy: a matrix that fits a cache then measures the
-  // kernel's arithmetic alone (no DRAM stream).
-  const char* env_copies = std::getenv("LLMSERVE_BENCH_COPIES");
-  const int64_t copies = env_copies != nullptr ? std::max(1, std::atoi(env_copies))
-                                               : std::max<int64_t>(2, total_bytes / w.file_bytes);
+  const int64_t copies = bench::bench_copies(std::max<int64_t>(2, total_bytes / w.file_bytes));
   std::mt19937 rng(1);
   for (int64_t c = 0; c < copies; ++c) {
     auto b = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(w.file_bytes));

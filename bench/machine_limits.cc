@@ -60,6 +60,11 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { counted_fre
 
 namespace llmserve::bench {
 
+int64_t bench_copies(int64_t streamed) {
+  const char* env = std::getenv("LLMSERVE_BENCH_COPIES");
+  return env != nullptr ? std::max(1, std::atoi(env)) : streamed;
+}
+
 int64_t live_heap_bytes() { return g_live.load(); }
 int64_t peak_heap_bytes() { return g_peak.load(); }
 void reset_peak_heap_bytes() { g_peak.store(g_live.load()); }

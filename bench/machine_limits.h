@@ -30,4 +30,9 @@ int64_t live_heap_bytes();
 int64_t peak_heap_bytes();
 void reset_peak_heap_bytes();
 
+/// How many copies of its data a benchmark cycles through: LLMSERVE_BENCH_COPIES when set (at
+/// least 1; 1 keeps the data cache-resident, measuring the kernel's arithmetic alone), else
+/// `streamed` (enough copies that every call reads from DRAM, as in a real step).
+int64_t bench_copies(int64_t streamed);
+
 }  // namespace llmserve::bench

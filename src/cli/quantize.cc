@@ -30,7 +30,6 @@
 namespace llmserve::cli {
 namespace {
 
-
 constexpr int64_t kChunkValues = int64_t{1} << 20;  // float32 values converted per piece
 
 /// GGUF keys llama-quantize does not carry over (it rewrites them or drops split info); our
