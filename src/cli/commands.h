@@ -18,8 +18,9 @@ namespace llmserve::cli {
 int fail(const Status& status);
 
 /// --temperature (finite, >= 0) and --top-p (in (0, 1]), named as the flags in the error (the
-/// engine's message would say "temperature"): checked before a model loads.
-Status check_sampling_flags(float temperature, float top_p);
+/// engine's message would say "temperature"): checked before a model loads. Doubles, as the flags
+/// are read, so a value that a float would round to 0 or inf (1e-50, 1e39) is named as given.
+Status check_sampling_flags(double temperature, double top_p);
 
 class ServeCommand {
  public:
@@ -61,8 +62,8 @@ class GenerateCommand {
   EngineFlagValues flags_;
   std::string prompt_;
   int max_tokens_ = 64;
-  float temperature_ = 0.0f;
-  float top_p_ = 1.0f;
+  double temperature_ = 0.0;  // doubles: 1e-50 is reported as given, not as float's 0
+  double top_p_ = 1.0;
   int top_k_ = -1;
   int64_t seed_ = -1;
   bool json_ = false;

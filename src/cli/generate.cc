@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -18,11 +20,19 @@ int fail(const Status& status) {
   return 1;
 }
 
-Status check_sampling_flags(float temperature, float top_p) {
+Status check_sampling_flags(double temperature, double top_p) {
   if (!(std::isfinite(temperature) && temperature >= 0))
     return InvalidArgument("--temperature must be a finite number >= 0, got {}", temperature);
   if (!(top_p > 0 && top_p <= 1))
     return InvalidArgument("--top-p must be in (0, 1], got {}", top_p);
+  // The engine reads 32-bit floats: a value that rounds to 0 or inf there is refused as given.
+  for (const auto& [flag, v] : {std::pair{"--temperature", temperature}, std::pair{"--top-p", top_p}}) {
+    const float f = static_cast<float>(v);
+    if (!std::isfinite(f) || (v != 0 && f == 0))
+      return InvalidArgument("{} {} is out of a 32-bit float's range ({} to {})", flag, v,
+                             std::numeric_limits<float>::denorm_min(),
+                             std::numeric_limits<float>::max());
+  }
   return Status::Ok();
 }
 
@@ -43,7 +53,8 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
                    "0 = greedy (default: the generation config's, else 0)")
       ->capture_default_str();
   cmd_->add_option("--top-p", top_p_, "Nucleus sampling mass in (0, 1]")->capture_default_str();
-  cmd_->add_option("--top-k", top_k_, "Keep the k most likely tokens (-1 = all)")
+  cmd_->add_option("--top-k", top_k_, "Keep the k most likely tokens (-1 or 0 = all)")
+      ->transform(human_int(-1))  // -1 to 2^31-1: a larger value is a range error, not a wrap
       ->capture_default_str();
   cmd_->add_option("--request-seed", seed_,
                    "Seed for this request's sampling, -1 to 2^63-1 (-1 = the engine's --seed)")
@@ -57,12 +68,10 @@ int GenerateCommand::run() {
   if (Status st = finish_engine_flags(config_, flags_); !st.ok()) return fail(st);
   // As the server refuses "prompt": "" (a BOS alone is no prompt).
   if (prompt_.empty()) return fail(InvalidArgument("--prompt must not be empty"));
-  if (top_k_ < -1)  // before the model loads; the engine's message would say "top_k"
-    return fail(InvalidArgument("--top-k must be -1 or 0 (all) or >= 1, got {}", top_k_));
   // The sampling flags given are checked before the model loads (seconds for a large one);
   // values from the generation config are checked after it, below.
-  if (Status st = check_sampling_flags(cmd_->count("--temperature") > 0 ? temperature_ : 0.0f,
-                                       cmd_->count("--top-p") > 0 ? top_p_ : 1.0f);
+  if (Status st = check_sampling_flags(cmd_->count("--temperature") > 0 ? temperature_ : 0.0,
+                                       cmd_->count("--top-p") > 0 ? top_p_ : 1.0);
       !st.ok())
     return fail(st);
   auto engine_or = LLMEngine::create(config_);
@@ -76,8 +85,8 @@ int GenerateCommand::run() {
   // any: greedy, 64 tokens (or the config's max_new_tokens).
   req.params = engine.default_sampling_params();
   if (cmd_->count("--temperature") > 0 || !engine.has_default_temperature())
-    req.params.temperature = temperature_;
-  if (cmd_->count("--top-p") > 0) req.params.top_p = top_p_;
+    req.params.temperature = static_cast<float>(temperature_);
+  if (cmd_->count("--top-p") > 0) req.params.top_p = static_cast<float>(top_p_);
   if (cmd_->count("--top-k") > 0) req.params.top_k = top_k_;
   if (Status st = check_sampling_flags(req.params.temperature, req.params.top_p); !st.ok())
     return fail(st);

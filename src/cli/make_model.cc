@@ -722,6 +722,7 @@ int MakeModelCommand::run() {
 
   // Write to a temporary name and rename, so a failed run leaves no truncated model behind.
   const std::string tmp = out_path_ + ".tmp";
+  if (Status st = create_temp_file(tmp); !st.ok()) return fail(st);  // not ours: kept
   const RemoveOnSignal remove_tmp_on_signal(tmp);
   if (Status st = write_gguf(*p, dtype, tensors, vocab, tmp); !st.ok()) {
     std::remove(tmp.c_str());

@@ -115,6 +115,18 @@ void apply_argparse_conventions(CLI::App& app) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
+void reject_empty_numbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size() == 0 || opt->get_type_name().rfind("TEXT", 0) == 0) continue;
+    opt->check(CLI::Validator(
+        [](std::string& value) -> std::string {
+          return value.empty() ? "needs a number, got an empty value" : std::string();
+        },
+        "", "non-empty"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) reject_empty_numbers(*sub);
+}
+
 std::vector<std::string> expand_short_aliases(int argc, char** argv) {
   static constexpr std::pair<const char*, const char*> kAliases[] = {
       {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}};

@@ -154,6 +154,7 @@ int QuantizeCommand::run() {
     return fail(ResourceExhausted("--threads {}: cannot start the threads: {}", threads_,
                                   e.what()));
   }
+  if (Status st = create_temp_file(tmp); !st.ok()) return fail(st);  // not ours: kept
   const RemoveOnSignal remove_tmp_on_signal(tmp);
   if (Status st = w.begin(tmp); !st.ok()) return cleanup_fail(st);
   std::vector<float> scratch;

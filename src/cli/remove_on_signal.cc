@@ -1,7 +1,9 @@
 #include "cli/remove_on_signal.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace llmserve::cli {
@@ -17,6 +19,16 @@ void on_signal(int sig) {
 }
 
 }  // namespace
+
+Status create_temp_file(const std::string& tmp) {
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST)
+    return InvalidArgument("{} already exists (an earlier run's temporary file?); remove it or "
+                           "choose another output path", tmp);
+  if (fd < 0) return NotFound("{}: cannot create file: {}", tmp, std::strerror(errno));
+  close(fd);
+  return Status::Ok();
+}
 
 RemoveOnSignal::RemoveOnSignal(const std::string& path) {
   static_assert(sizeof(kSignals) / sizeof(kSignals[0]) == kCount);

@@ -5,7 +5,15 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace llmserve::cli {
+
+/// Creates `tmp` (a command's temporary output, OUT.tmp) empty, refusing one that already
+/// exists (O_EXCL): it may be a file of the user's or an earlier run killed with SIGKILL, and is
+/// not overwritten. Errors: InvalidArgument naming the file when it exists, NotFound ("PATH:
+/// cannot create file: strerror", as GgufWriter says) when it cannot be created.
+Status create_temp_file(const std::string& tmp);
 
 /// While alive, SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGPIPE (stdout piped to a reader that
 /// quit, e.g. `| head`) first remove `path` (unlink is async-signal-safe) and then end the

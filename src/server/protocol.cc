@@ -68,7 +68,13 @@ std::optional<ApiError> read_float(const json& body, const char* name, float* ou
   const json* v = find_field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number()) return type_error(name, "a number", *v, name);
-  *out = static_cast<float>(v->get<double>());  // out-of-range -> inf, rejected by validate()
+  const double d = v->get<double>();
+  *out = static_cast<float>(d);  // out-of-range -> inf, rejected by validate()
+  if (d != 0 && *out == 0)  // 1e-50 would otherwise be read, and reported, as 0
+    return bad_request(fmt::format("'{}' = {} is too small for a 32-bit float (use 0 or a "
+                                   "magnitude of at least {})",
+                                   name, d, std::numeric_limits<float>::denorm_min()),
+                       name);
   return std::nullopt;
 }
 

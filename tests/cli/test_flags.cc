@@ -122,7 +122,7 @@ TEST(Flags, HumanReadableCountsAndMaxModelLen) {
   expect_error("serve " + gguf() + " --max-request-body-bytes 99999999999999999999",
                "--max-request-body-bytes: '99999999999999999999' is out of range (see "
                "'llmserve serve --help')");
-  expect_error(g + "--top-k -5", "--top-k must be -1 or 0 (all) or >= 1, got -5");
+  expect_error(g + "--top-k -5", "--top-k: must be >= -1, got -5 (see 'llmserve generate --help')");
   EXPECT_TRUE(has(generate_log("--request-seed -1"), "finish_reason"));
   EXPECT_TRUE(has(generate_log("--request-seed 9223372036854775807"), "finish_reason"));
   expect_error("inspect " + gguf() + " --max-model-len 0",
@@ -300,6 +300,29 @@ TEST(Flags, ParseErrorsAreOneLineWithAHint) {
   expect_error("generate " + gguf() + " --prompt hi --kv-cache-memory 10PiB",
                "--kv-cache-memory: unknown unit 'PiB' in '10PiB' (units: B, KiB, MiB, GiB, TiB; "
                "K/KB, M/MB, G/GB, T/TB the same, binary)");
+}
+
+// An empty value of a number flag is an error naming it (CLI11 read it as 0: `--temperature ""`
+// was greedy, `--top-k ""` all tokens), and a value a 32-bit float cannot hold is named as given
+// (`--top-p 1e-50` was "got 0"). --top-k's range is checked on the integer, not after a wrap.
+TEST(Flags, EmptyAndOutOfRangeNumbersAreNamed) {
+  const std::string gen = "generate " + gguf() + " --prompt hi ";
+  const std::string help = " (see 'llmserve generate --help')";
+  expect_error(gen + "--temperature ''", "--temperature: needs a number, got an empty value" + help);
+  expect_error(gen + "--top-p=", "--top-p needs a value" + help);
+  expect_error(gen + "--top-p ''", "--top-p: needs a number, got an empty value" + help);
+  expect_error("serve " + gguf() + " --port ''",
+               "--port: needs a number, got an empty value (see 'llmserve serve --help')");
+  expect_error("bench " + gguf() + " --temperature ''",
+               "--temperature: needs a number, got an empty value (see 'llmserve bench --help')");
+  expect_error(gen + "--top-k ''", "--top-k: '' is not an integer (e.g. 4096, 4k = 4000, 4K = "
+                                   "4096)" + help);
+  expect_error(gen + "--top-p 1e-50",
+               "--top-p 1e-50 is out of a 32-bit float's range (1e-45 to 3.4028235e+38)");
+  expect_error(gen + "--temperature 1e39",
+               "--temperature 1e+39 is out of a 32-bit float's range (1e-45 to 3.4028235e+38)");
+  expect_error(gen + "--top-k 2147483648", "--top-k: must be <= 2147483647, got 2147483648" + help);
+  expect_error(gen + "--top-k -2", "--top-k: must be >= -1, got -2" + help);
 }
 
 TEST(Flags, BenchServeDeadUrlIsConnectionRefused) {

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -277,6 +279,25 @@ TEST(QuantizeCli, InterruptedLeavesNoTemporaryFile) {
   } else {
     EXPECT_EQ(rc, 128 + 13);
     EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// An OUT.tmp that is already there (the user's, or a run killed with SIGKILL) is neither
+// overwritten nor removed: quantize and make-model stop with one line naming it.
+TEST(QuantizeCli, ExistingTemporaryFileIsKept) {
+  const std::string in = shared("models/stories260K/stories260K.gguf");
+  const std::string out = out_dir() + "/kept.gguf";
+  for (const std::string& cmd :
+       {"quantize " + in + " " + out + " --type Q4_K_M", "make-model --preset bench-5m --out " + out}) {
+    { std::ofstream(out + ".tmp") << "mine"; }
+    const testing::CommandResult r = run_llmserve(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_EQ(r.err, "error: " + out + ".tmp already exists (an earlier run's temporary file?); "
+                     "remove it or choose another output path\n") << cmd;
+    std::ifstream f(out + ".tmp");
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), {}), "mine") << cmd;
+    EXPECT_FALSE(fs::exists(out)) << cmd;
+    fs::remove(out + ".tmp");
   }
 }
 

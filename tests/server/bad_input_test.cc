@@ -186,6 +186,9 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("temperature": -1e400)"), 400, "temperature", {"1e400"}},
       {kCmpl, cmpl(R"("temperature": 1e300)"), 400, "temperature", {"1e+300"}},
       {kCmpl, cmpl(R"("top_p": 1e300)"), 400, "top_p", {"inf"}},
+      // Below a float's smallest magnitude: named as sent (was read, and reported, as 0).
+      {kCmpl, cmpl(R"("top_p": 1e-50)"), 400, "top_p", {"1e-50", "32-bit float"}},
+      {kChat, chat(R"("temperature": -1e-60)"), 400, "temperature", {"-1e-60"}},
       {kCmpl, cmpl(R"("stream": true, "stream_options": {"x": [1e999]})"), 400,
        "stream_options", {"1e999"}},
       // top_p in (0, 1], top_k <= vocabulary, min_p in [0, 1].
