@@ -579,8 +579,11 @@ void expect_chunk_invariant(const InvariantShape& sh, DType dt, CpuIsa isa, int3
 TEST(Attention, FlashRowsAreBatchAndChunkInvariant) {
   const CpuIsa native = cpu_isa();
   ThreadPool pool(2);
+  // GQA groups 4, 6, 1, 4, 8 and 2: a decode token's scores take every score kernel (grouped
+  // K in pairs and fours, K^T, generic) on both ISAs.
   for (const InvariantShape sh : {InvariantShape{64, 8, 2, 16}, InvariantShape{48, 6, 1, 16},
-                                  InvariantShape{50, 4, 4, 1}, InvariantShape{128, 16, 4, 16}}) {
+                                  InvariantShape{50, 4, 4, 1}, InvariantShape{128, 16, 4, 16},
+                                  InvariantShape{64, 16, 2, 16}, InvariantShape{32, 4, 2, 16}}) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (CpuIsa isa : {native, CpuIsa::kAvx2})
         for (int32_t window : {0, 45}) {  // with a window, chunks past it find their early blocks freed

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/flash/flash_kernels.h"
 #include "kernels/flash/flash_kernels_impl.h"
@@ -104,9 +105,23 @@ struct Avx2 {
   __attribute__((always_inline)) static void transpose(vec* r) { simd::transpose8x8(r); }
 
   static constexpr bool packed_r(int r) { return r == 4 || r == 8; }
+  // Per-128-bit-lane interleaves (pack_rows).
+  static vec unpacklo(vec a, vec b) { return _mm256_unpacklo_ps(a, b); }
+  static vec unpackhi(vec a, vec b) { return _mm256_unpackhi_ps(a, b); }
+  static vec unpacklo_pd(vec a, vec b) {
+    return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
+  static vec unpackhi_pd(vec a, vec b) {
+    return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
   template <int R>
   static vec bcast(const float* p) {
     if constexpr (R == 8) return _mm256_loadu_ps(p);
+    else if constexpr (R == 2) {
+      double x;  // two floats, broadcast as one 64-bit element
+      std::memcpy(&x, p, sizeof x);
+      return _mm256_castpd_ps(_mm256_set1_pd(x));
+    }
     else return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
   }
   template <int R>

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/flash/flash_kernels.h"
 #include "kernels/flash/flash_kernels_impl.h"
@@ -120,9 +121,23 @@ struct Avx512 {
   // Packed decode scores: R-element broadcasts and the reduction of R row accumulators whose
   // lanes are (head g, residue r) into s[g * ld + row].
   static constexpr bool packed_r(int r) { return r == 4 || r == 8 || r == 16; }
+  // Per-128-bit-lane interleaves (pack_rows).
+  static vec unpacklo(vec a, vec b) { return _mm512_unpacklo_ps(a, b); }
+  static vec unpackhi(vec a, vec b) { return _mm512_unpackhi_ps(a, b); }
+  static vec unpacklo_pd(vec a, vec b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  }
+  static vec unpackhi_pd(vec a, vec b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  }
   template <int R>
   static vec bcast(const float* p) {
     if constexpr (R == 16) return _mm512_loadu_ps(p);
+    else if constexpr (R == 2) {
+      double x;  // two floats, broadcast as one 64-bit element
+      std::memcpy(&x, p, sizeof x);
+      return _mm512_castpd_ps(_mm512_set1_pd(x));
+    }
     else if constexpr (R == 8) return _mm512_broadcast_f32x8(_mm256_loadu_ps(p));
     else return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
   }

@@ -278,6 +278,83 @@ void qk_packed(const float* kt, const float* qpk, int32_t hd, int32_t bc, int32_
   }
 }
 
+// The grouped K layout of a single-token tile (RR = 2 or 4 rows per group): group gi holds
+// rows gi * RR .. gi * RR + RR - 1 of the KV tile, hd * RR floats, as RR-float columns (one
+// per dimension: K[gi * RR + r][d], r < RR) in the order two or three per-128-bit-lane
+// unpack steps leave them (pack_rows): within each L-dimension block, dimension dd sits at
+// column group_column<L, RR>(dd). Qk_packed's broadcasts need exactly such columns; building
+// them this way costs L / 2 (RR = 2) or L (RR = 4) shuffles per RR x L block instead of a full
+// L x L transpose's L log2(L) per L x L block (which GCC also spilled to the stack), and it
+// serves RR = 2 (GQA group 8 on AVX-512, group 4 on AVX2), which K^T's RR-float broadcasts
+// did not.
+template <int L, int RR>
+constexpr int group_column(int dd) {
+  if constexpr (RR == 2) return (dd % 4 >= 2 ? L / 2 : 0) + 2 * (dd / 4) + dd % 2;
+  else return (dd % 4) * (L / 4) + dd / 4;
+}
+
+// Rows row[0..RR) (dimensions d0 .. d0 + L - 1 of each) -> RR * L floats at dst, column
+// group_column(dd) holding dimension d0 + dd of the RR rows.
+template <class V, int RR>
+__attribute__((always_inline)) inline void pack_rows(const float* const* row, int32_t d0, float* dst) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  const vec r0 = V::load(row[0] + d0), r1 = V::load(row[1] + d0);
+  if constexpr (RR == 2) {
+    V::store(dst, V::unpacklo(r0, r1));      // per 128-bit lane k: dims 4k, 4k + 1
+    V::store(dst + L, V::unpackhi(r0, r1));  // dims 4k + 2, 4k + 3
+  } else {
+    static_assert(RR == 4, "pack_rows: groups of 2 or 4 rows");
+    const vec r2 = V::load(row[2] + d0), r3 = V::load(row[3] + d0);
+    const vec t0 = V::unpacklo(r0, r1), t1 = V::unpackhi(r0, r1);
+    const vec t2 = V::unpacklo(r2, r3), t3 = V::unpackhi(r2, r3);
+    V::store(dst, V::unpacklo_pd(t0, t2));          // per lane k: dim 4k of rows 0..3
+    V::store(dst + L, V::unpackhi_pd(t0, t2));      // dim 4k + 1
+    V::store(dst + 2 * L, V::unpacklo_pd(t1, t3));  // dim 4k + 2
+    V::store(dst + 3 * L, V::unpackhi_pd(t1, t3));  // dim 4k + 3
+  }
+}
+
+// qk_packed over the grouped layout (hd a multiple of L): the same FMA chain per score, over
+// d = 0..hd-1 in order from zero, so the same bits; only the addresses of the broadcasts
+// differ. Groups past the tile's rows hold finite values (zeroed per item, or an earlier
+// tile's rows).
+template <class V, int RR>
+void qk_grouped(const float* kg, const float* qpk, int32_t hd, int32_t bc, int32_t G, float* s,
+                int64_t lds) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  constexpr int32_t Bc = kPrefillKvTile;
+  constexpr int NA = 8 * RR <= Bc ? 8 : Bc / RR;  // independent accumulators (row groups)
+  const int64_t gs = static_cast<int64_t>(hd) * RR;  // floats per group
+  alignas(64) float tmp[NA * L];
+  for (int32_t jb = 0; jb < bc; jb += NA * RR) {
+    vec acc[NA];
+#pragma GCC unroll 8
+    for (int a = 0; a < NA; ++a) acc[a] = V::zero();
+    const float* kb = kg + (jb / RR) * gs;
+    for (int32_t d0 = 0; d0 < hd; d0 += L) {
+#pragma GCC unroll 16
+      for (int dd = 0; dd < L; ++dd) {
+        const vec q = V::load(qpk + static_cast<int64_t>(d0 + dd) * L);
+        const float* kd = kb + static_cast<int64_t>(d0 + group_column<L, RR>(dd)) * RR;
+#pragma GCC unroll 8
+        for (int a = 0; a < NA; ++a) {
+          if (jb + a * RR < Bc) acc[a] = V::fma(V::template bcast<RR>(kd + a * gs), q, acc[a]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < NA; ++a) V::store(tmp + a * L, acc[a]);
+    const int32_t rows = imin(NA * RR, bc - jb);
+    for (int32_t j = 0; j < rows; ++j) {
+      const float* src = tmp + (j / RR) * L + j % RR;
+      float* dst = s + (jb + j) * lds;
+      for (int32_t g = 0; g < G; ++g) dst[g] = src[g * RR];
+    }
+  }
+}
+
 template <class V>
 int64_t prefill_scratch_floats(int32_t rows, int32_t head_dim, int32_t heads) {
   return prefill_layout<V>(rows, head_dim, heads).total;
@@ -312,7 +389,9 @@ void prefill(const PrefillTile& t, float* scratch) {
   const int64_t row_bytes = hd * esz;
   // A single-token tile (a decode token) whose group divides L: packed scores (qk_packed).
   const int RR = G < L && L % G == 0 ? L / G : 0;
-  const bool packed = t.num_tokens == 1 && RR > 0 && V::packed_r(RR);
+  // Grouped K (qk_grouped) where it applies, else K^T (qk_packed).
+  const bool grouped = t.num_tokens == 1 && (RR == 2 || RR == 4) && hd % L == 0;
+  const bool packed = grouped || (t.num_tokens == 1 && RR > 0 && V::packed_r(RR));
   float* kt = scratch + y.kt;
 
   // Q^T per KV head, pre-scaled into the log2 domain; padding rows are zero and sit at the
@@ -425,7 +504,24 @@ void prefill(const PrefillTile& t, float* scratch) {
 
       // S^T = K Q^T for this KV tile; meanwhile V rows of this tile are requested (cache rows
       // of one head sit a slot apart, so hardware prefetchers rarely help).
-      if (packed) {
+      if (grouped) {
+        // The tile's rows in groups of RR (rows past bc: row 0), V rows requested meanwhile.
+        const int32_t bcr = static_cast<int32_t>(round_up(bc, RR));
+        for (int32_t j = bc; j < bcr; ++j) kp[j] = kp[0];
+        for (int32_t j0 = 0; j0 < bcr; j0 += RR) {
+          if (direct) {
+            for (int32_t j = j0; j < imin(j0 + RR, bc); ++j) prefetch_row(vp[j], row_bytes);
+          }
+          float* dst = kt + static_cast<int64_t>(j0) * hd;  // group j0 / RR
+          for (int32_t d0 = 0; d0 < hd; d0 += L) {
+            if (RR == 2) pack_rows<V, 2>(kp + j0, d0, dst + d0 * 2);
+            else pack_rows<V, 4>(kp + j0, d0, dst + d0 * 4);
+          }
+        }
+        const float* qpk = scratch + y.qpk + h * y.qpk_head;
+        if (RR == 2) qk_grouped<V, 2>(kt, qpk, hd, bc, G, s, Rp);
+        else qk_grouped<V, 4>(kt, qpk, hd, bc, G, s, Rp);
+      } else if (packed) {
         // K^T of the tile, L rows x L dims per register transpose (rows past bc: row 0).
         const int32_t bcl = static_cast<int32_t>(round_up(bc, L));
         const int32_t hdt = direct ? hd : hdp;  // both multiples of L
