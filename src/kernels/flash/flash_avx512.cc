@@ -121,6 +121,27 @@ struct Avx512 {
   // Packed decode scores: R-element broadcasts and the reduction of R row accumulators whose
   // lanes are (head g, residue r) into s[g * ld + row].
   static constexpr bool packed_r(int r) { return r == 4 || r == 8 || r == 16; }
+  // Packed single-token scores (softmax_grouped): groups of RR = 2 or 4 lanes.
+  // group_max: every lane gets its group's max. from_lane: lane g * RR of the result is lane
+  // g * RR + r of p (the other lanes are unspecified).
+  template <int RR>
+  static vec group_max(vec v) {
+    v = max(v, _mm512_permute_ps(v, 0xB1));  // adjacent lanes swapped
+    if constexpr (RR == 4) v = max(v, _mm512_permute_ps(v, 0x4E));  // pairs swapped
+    return v;
+  }
+  template <int RR>
+  static vec from_lane(vec p, int r) {
+    if constexpr (RR == 2) return r == 0 ? p : _mm512_permute_ps(p, 0x31);
+    else {
+      switch (r) {
+        case 0: return p;
+        case 1: return _mm512_permute_ps(p, 1);
+        case 2: return _mm512_permute_ps(p, 2);
+        default: return _mm512_permute_ps(p, 3);
+      }
+    }
+  }
   // Per-128-bit-lane interleaves (pack_rows).
   static vec unpacklo(vec a, vec b) { return _mm512_unpacklo_ps(a, b); }
   static vec unpackhi(vec a, vec b) { return _mm512_unpackhi_ps(a, b); }

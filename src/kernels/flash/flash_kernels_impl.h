@@ -16,6 +16,11 @@
 // multiplies it into Q^T[d][i..i+L) (Q transposed once per work item), so the online softmax
 // (running max m, running sum l per query row) is purely vertical: no horizontal reductions
 // in the inner loops. O[i][d] += P^T[j][i] * V[j][d] broadcasts P and vectorises over d.
+// A single-token tile (a decode token under batch invariance) whose GQA group G leaves
+// RR = L / G = 2 or 4 KV rows per vector keeps its scores packed instead: lane g * RR + r
+// holds (head g, row r of the group), for the scores (qk_grouped), the softmax
+// (softmax_grouped) and P in PV, so no lane idles; each score, max, weight and sum is the
+// same arithmetic in the same order as in the row-lane layout, so the bits are the same.
 //
 // Decode orientation. One query token, group rows per KV head: each K row is loaded once
 // and dotted (vectorised over d) with every query head of its group; the L partial-sum
@@ -151,7 +156,9 @@ void qk_block(const float* qt, int64_t ldq, const float* const* krow, int32_t hd
 
 // O[mi][d0 + 0..ND*L) += sum_j P(mi, j) * V[j][d0 + ...], P(mi, j) = p[mi * p_rs + j * p_js].
 // 16-bit V rows are widened two vectors at a time (V::load2: bf16 in the even/odd order).
-template <class V, DType D, int MI, int ND>
+// With RRP > 1, P is in a single-token tile's packed score layout: P(mi, j) = p[mi * p_rs +
+// (j / RRP) * p_js + j % RRP] (softmax_grouped).
+template <class V, DType D, int MI, int ND, int RRP = 1>
 void pv_block(const float* p, int64_t p_rs, int64_t p_js, const void* const* vrow, int32_t bc,
               int32_t d0, float* o, int64_t ldo) {
   using vec = typename V::vec;
@@ -172,7 +179,7 @@ void pv_block(const float* p, int64_t p_rs, int64_t p_js, const void* const* vro
 #pragma GCC unroll 4
       for (int n = 0; n < ND; n += 2) V::template load2<D>(vrow[j], d0 + n * L, vv[n], vv[n + 1]);
     }
-    const float* pj = p + j * p_js;
+    const float* pj = p + (j / RRP) * p_js + j % RRP;
 #pragma GCC unroll 8
     for (int m = 0; m < MI; ++m) {
       const vec b = V::set1(pj[m * p_rs]);
@@ -187,15 +194,15 @@ void pv_block(const float* p, int64_t p_rs, int64_t p_js, const void* const* vro
   }
 }
 
-template <class V, DType D, int MI>
+template <class V, DType D, int MI, int RRP = 1>
 void pv_dispatch_nd(int nd, const float* p, int64_t p_rs, int64_t p_js, const void* const* vrow,
                     int32_t bc, int32_t d0, float* o, int64_t ldo) {
   constexpr int N = V::kPvNd;
   switch (nd) {
-    case 1: return pv_block<V, D, MI, 1>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
-    case 2: return pv_block<V, D, MI, (N >= 2 ? 2 : 1)>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
-    case 3: return pv_block<V, D, MI, (N >= 3 ? 3 : 1)>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
-    default: return pv_block<V, D, MI, N>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+    case 1: return pv_block<V, D, MI, 1, RRP>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+    case 2: return pv_block<V, D, MI, (N >= 2 ? 2 : 1), RRP>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+    case 3: return pv_block<V, D, MI, (N >= 3 ? 3 : 1), RRP>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+    default: return pv_block<V, D, MI, N, RRP>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
   }
 }
 
@@ -318,22 +325,30 @@ __attribute__((always_inline)) inline void pack_rows(const float* const* row, in
 // qk_packed over the grouped layout (hd a multiple of L): the same FMA chain per score, over
 // d = 0..hd-1 in order from zero, so the same bits; only the addresses of the broadcasts
 // differ. Groups past the tile's rows hold finite values (zeroed per item, or an earlier
-// tile's rows).
+// tile's rows). The scores stay packed: vector a of sp (L floats) holds, in lane g * RR + r,
+// the score of row a * RR + r for head g (softmax_grouped works on them as they are).
+//
+// `pf` (may be null): rows requested (prefetch_row of pf_bytes each) a few per d-block, spread
+// over the kernel (the tile's V rows: issued in one burst they stalled the loads of K).
 template <class V, int RR>
-void qk_grouped(const float* kg, const float* qpk, int32_t hd, int32_t bc, int32_t G, float* s,
-                int64_t lds) {
+void qk_grouped(const float* kg, const float* qpk, int32_t hd, int32_t bc, float* sp,
+                const void* const* pf, int64_t pf_bytes) {
   using vec = typename V::vec;
   constexpr int L = V::L;
   constexpr int32_t Bc = kPrefillKvTile;
   constexpr int NA = 8 * RR <= Bc ? 8 : Bc / RR;  // independent accumulators (row groups)
   const int64_t gs = static_cast<int64_t>(hd) * RR;  // floats per group
-  alignas(64) float tmp[NA * L];
+  const int32_t steps = (bc + NA * RR - 1) / (NA * RR) * (hd / L);
+  const int32_t per_step = pf != nullptr ? (bc + steps - 1) / steps : 0;
+  int32_t pf_next = 0;
   for (int32_t jb = 0; jb < bc; jb += NA * RR) {
     vec acc[NA];
 #pragma GCC unroll 8
     for (int a = 0; a < NA; ++a) acc[a] = V::zero();
     const float* kb = kg + (jb / RR) * gs;
     for (int32_t d0 = 0; d0 < hd; d0 += L) {
+      for (const int32_t e = imin(pf_next + per_step, bc); pf_next < e; ++pf_next)
+        prefetch_row(pf[pf_next], pf_bytes);
 #pragma GCC unroll 16
       for (int dd = 0; dd < L; ++dd) {
         const vec q = V::load(qpk + static_cast<int64_t>(d0 + dd) * L);
@@ -345,13 +360,59 @@ void qk_grouped(const float* kg, const float* qpk, int32_t hd, int32_t bc, int32
       }
     }
 #pragma GCC unroll 8
-    for (int a = 0; a < NA; ++a) V::store(tmp + a * L, acc[a]);
-    const int32_t rows = imin(NA * RR, bc - jb);
-    for (int32_t j = 0; j < rows; ++j) {
-      const float* src = tmp + (j / RR) * L + j % RR;
-      float* dst = s + (jb + j) * lds;
-      for (int32_t g = 0; g < G; ++g) dst[g] = src[g * RR];
+    for (int a = 0; a < NA; ++a) {
+      if (jb + a * RR < Bc) V::store(sp + (jb / RR + a) * L, acc[a]);
     }
+  }
+}
+
+// The online-softmax step of a single-token tile on its packed scores (qk_grouped): the same
+// values as the row-lane loop of prefill() computes for each of the G rows -- the max over the
+// tile's bc scores (order-free) and m, the same elementwise exp2, the sum of the weights added
+// in row order j = 0, 1, ... from zero (lane g * RR of `sum` takes lane g * RR + r of each
+// vector in turn), l = fma(l, alpha, sum) -- but on G * RR = L lanes per vector instead of G of
+// L. Positions before `first` (window) and from bc on (the last vector's padding) are -inf,
+// so weight 0. m, l, alpha: per row (head), as prefill() keeps them.
+template <class V, int RR>
+void softmax_grouped(float* sp, int32_t bc, int32_t first, bool window, float* m, float* l,
+                     float* alpha) {
+  using vec = typename V::vec;
+  constexpr int L = V::L, G = L / RR;
+  const int32_t nvec = (bc + RR - 1) / RR;
+  if (first > 0 || nvec * RR > bc) {
+    for (int32_t a = 0; a < nvec; ++a)
+      for (int lane = 0; lane < L; ++lane) {
+        const int32_t j = a * RR + lane % RR;
+        if (j < first || j >= bc) sp[a * L + lane] = kNegInf;
+      }
+  }
+  alignas(64) float ex[L];
+  for (int lane = 0; lane < L; ++lane) ex[lane] = m[lane / RR];
+  const vec m_old = V::load(ex);
+  vec mx = V::load(sp);
+  for (int32_t a = 1; a < nvec; ++a) mx = V::max(mx, V::load(sp + a * L));
+  mx = V::max(V::template group_max<RR>(mx), m_old);
+  if (window) mx = V::max(mx, V::set1(-__FLT_MAX__));
+  vec sum = V::zero();
+  for (int32_t a = 0; a < nvec; ++a) {
+    const vec p = V::exp2(V::sub(V::load(sp + a * L), mx));
+    V::store(sp + a * L, p);
+    const int32_t rows = imin(RR, bc - a * RR);
+#pragma GCC unroll 4
+    for (int r = 0; r < RR; ++r) {
+      if (r < rows) sum = V::add(sum, V::template from_lane<RR>(p, r));
+    }
+  }
+  const vec al = V::exp2(V::sub(m_old, mx));
+  for (int lane = 0; lane < L; ++lane) ex[lane] = l[lane / RR];
+  alignas(64) float lv[L], mv[L], av[L];
+  V::store(lv, V::fma(V::load(ex), al, sum));
+  V::store(mv, mx);
+  V::store(av, al);
+  for (int g = 0; g < G; ++g) {
+    l[g] = lv[g * RR];
+    m[g] = mv[g * RR];
+    alpha[g] = av[g * RR];
   }
 }
 
@@ -505,13 +566,10 @@ void prefill(const PrefillTile& t, float* scratch) {
       // S^T = K Q^T for this KV tile; meanwhile V rows of this tile are requested (cache rows
       // of one head sit a slot apart, so hardware prefetchers rarely help).
       if (grouped) {
-        // The tile's rows in groups of RR (rows past bc: row 0), V rows requested meanwhile.
+        // The tile's rows in groups of RR (rows past bc: row 0).
         const int32_t bcr = static_cast<int32_t>(round_up(bc, RR));
         for (int32_t j = bc; j < bcr; ++j) kp[j] = kp[0];
         for (int32_t j0 = 0; j0 < bcr; j0 += RR) {
-          if (direct) {
-            for (int32_t j = j0; j < imin(j0 + RR, bc); ++j) prefetch_row(vp[j], row_bytes);
-          }
           float* dst = kt + static_cast<int64_t>(j0) * hd;  // group j0 / RR
           for (int32_t d0 = 0; d0 < hd; d0 += L) {
             if (RR == 2) pack_rows<V, 2>(kp + j0, d0, dst + d0 * 2);
@@ -519,8 +577,9 @@ void prefill(const PrefillTile& t, float* scratch) {
           }
         }
         const float* qpk = scratch + y.qpk + h * y.qpk_head;
-        if (RR == 2) qk_grouped<V, 2>(kt, qpk, hd, bc, G, s, Rp);
-        else qk_grouped<V, 4>(kt, qpk, hd, bc, G, s, Rp);
+        const void* const* pf = direct ? vp : nullptr;  // V rows read in place: requested
+        if (RR == 2) qk_grouped<V, 2>(kt, qpk, hd, bc, s, pf, row_bytes);
+        else qk_grouped<V, 4>(kt, qpk, hd, bc, s, pf, row_bytes);
       } else if (packed) {
         // K^T of the tile, L rows x L dims per register transpose (rows past bc: row 0).
         const int32_t bcl = static_cast<int32_t>(round_up(bc, L));
@@ -563,11 +622,19 @@ void prefill(const PrefillTile& t, float* scratch) {
 
       // Soft-capping of the tile's fresh scores (rows j < bc, every lane: padding lanes hold
       // finite values), before the window and causal masks write -inf.
-      if (t.softcap_log2 > 0) softcap_scores<V>(s, static_cast<int64_t>(bc) * Rp, t.softcap_log2);
+      if (grouped) {  // packed scores: ceil(bc / RR) vectors (a single token: no causal mask)
+        if (t.softcap_log2 > 0)
+          softcap_scores<V>(s, (bc + RR - 1) / RR * static_cast<int64_t>(L), t.softcap_log2);
+        const int32_t first = W > 0 ? imax(0, t.first_pos - W + 1 - kv0) : 0;
+        if (RR == 2) softmax_grouped<V, 2>(s, bc, first, W > 0, m, l, alpha);
+        else softmax_grouped<V, 4>(s, bc, first, W > 0, m, l, alpha);
+      }
+      if (!grouped && t.softcap_log2 > 0)
+        softcap_scores<V>(s, static_cast<int64_t>(bc) * Rp, t.softcap_log2);
 
       // Sliding window: scores of positions before a row's window start become -inf (a
       // scalar pass over the tiles that hold window starts: one or two per row).
-      if (W > 0 && kv0 < hi_lo) {
+      if (!grouped && W > 0 && kv0 < hi_lo) {
         for (int32_t i = 0; i < Rp; ++i) {
           const int32_t low = static_cast<int32_t>(qpos[i]) - W + 1;  // first visible position
           for (int32_t j = 0; j < imin(bc, low - kv0); ++j) s[static_cast<int64_t>(j) * Rp + i] = kNegInf;
@@ -578,7 +645,7 @@ void prefill(const PrefillTile& t, float* scratch) {
       // exp2(-inf) = 0. With one, a row may see a whole tile masked before its first visible
       // position: its max is then taken as -FLT_MAX (never above a real score), so its
       // weights and rescale factor are exp2(-inf) = 0 instead of exp2(NaN).
-      for (int32_t i = 0; i < Rp; i += L) {
+      for (int32_t i = 0; !grouped && i < Rp; i += L) {
         const vec m_old = V::load(m + i);
         vec mx = m_old;
         if (diag) {
@@ -633,8 +700,13 @@ void prefill(const PrefillTile& t, float* scratch) {
             prefetch_row(static_cast<const char*>(kv.k) + at, row_bytes);
             if (!direct) prefetch_row(static_cast<const char*>(kv.v) + at, row_bytes);
           }
-          pv_dispatch_nd<V, DType::kF32, MI>(imin(ND, nv - d0), s + i0, 1, Rp, vp, bc, d0 * L,
-                                            o + static_cast<int64_t>(i0) * hdp + d0 * L, hdp);
+          float* od = o + static_cast<int64_t>(i0) * hdp + d0 * L;
+          if (grouped && RR == 2)
+            pv_dispatch_nd<V, DType::kF32, MI, 2>(imin(ND, nv - d0), s + i0 * 2, 2, L, vp, bc, d0 * L, od, hdp);
+          else if (grouped)
+            pv_dispatch_nd<V, DType::kF32, MI, 4>(imin(ND, nv - d0), s + i0 * 4, 4, L, vp, bc, d0 * L, od, hdp);
+          else
+            pv_dispatch_nd<V, DType::kF32, MI>(imin(ND, nv - d0), s + i0, 1, Rp, vp, bc, d0 * L, od, hdp);
         }
       }
     }
