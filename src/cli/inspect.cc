@@ -433,7 +433,12 @@ int InspectCommand::run() {
       {"heads", std::to_string(c.n_heads)},
       {"kv heads", std::to_string(c.n_kv_heads)},
       {"head_dim", std::to_string(c.head_dim)},
-      {"ffn dim", std::to_string(c.ffn_dim)},
+      // A MoE model's ffn_dim is its dense MLPs' width: the leading dense layers', or none.
+      {"ffn dim", !c.is_moe() ? std::to_string(c.ffn_dim)
+                  : c.n_dense_leading_layers > 0
+                      ? fmt::format("{} (the {} leading dense layer{}; experts below)", c.ffn_dim,
+                                    c.n_dense_leading_layers, c.n_dense_leading_layers == 1 ? "" : "s")
+                      : fmt::format("{} (unused: every layer's MLP is experts, below)", c.ffn_dim)},
       {"vocab", std::to_string(c.vocab_size)},
       {"max_position_embeddings", std::to_string(c.max_position_embeddings)},
       {"weight dtype",

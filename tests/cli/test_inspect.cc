@@ -184,6 +184,11 @@ TEST(Inspect, ExpertsTotalAndActive) {
   }
   auto r = run_llmserve("inspect " + quote(dir + "model.gguf"));
   EXPECT_NE(r.out.find("8 per layer, 2 used per token, width 32"), std::string::npos) << r.out;
+  // Its ffn_dim belongs to no layer (was printed bare, next to the experts' width).
+  EXPECT_NE(r.out.find("(unused: every layer's MLP is experts, below)"), std::string::npos) << r.out;
+  r = run_llmserve("inspect " + quote(std::string(LLMSERVE_SOURCE_DIR) +
+                                      "/tests/models/data/deepseek3-tiny/model.gguf"));
+  EXPECT_NE(r.out.find("(the 1 leading dense layer; experts below)"), std::string::npos) << r.out;
 }
 
 // deepseek3-tiny: 16 experts of width 32 in layers 1-2 (layer 0 dense), top-4, sigmoid scores,
