@@ -206,7 +206,8 @@ Status EngineCore::init(const EngineConfig& config) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t bytes = runner_->prefault_kv_cache(blocks);
     spdlog::info("KV cache: {} of {} blocks ({:.1f} MiB) committed at start-up in {:.2f} s "
-                 "(--no-kv-cache-prefault starts faster and commits them on first use)", blocks, num_blocks, bytes / 1048576.0,
+                 "(--no-kv-cache-prefault starts faster and commits them on first use)",
+                 blocks, num_blocks, bytes / 1048576.0,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   // Weight tensors (2-D and up) per dtype, and the GEMM kernels they run on.
