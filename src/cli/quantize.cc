@@ -186,7 +186,8 @@ int QuantizeCommand::run() {
   int64_t params = 0;
   for (const TensorPlan& p : tensors) params += p.tensor->numel();
   std::fprintf(stderr, "quantized %s -> %s: %s%s, %d of %zu tensors quantized, %.2f MiB -> "
-               "%.2f MiB (%.2f bits per weight), %.2f s\n", in_path_.c_str(), out_path_.c_str(),
+               "%.2f MiB (%.2f bits per weight over all tensors, as llama-quantize's BPW; inspect's "
+               "counts the weight matrices only), %.2f s\n", in_path_.c_str(), out_path_.c_str(),
                std::string(scheme->name).c_str(), pure_ ? " (pure)" : "", quantized,
                tensors.size(), bytes_in / 1048576.0, bytes_out / 1048576.0,
                8.0 * static_cast<double>(bytes_out) / static_cast<double>(params), secs);
