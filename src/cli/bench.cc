@@ -103,7 +103,7 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
   add_workload_flags(*serve_);
   serve_->add_option("--url", url_, "Server base URL, e.g. http://127.0.0.1:8000")->required();
   serve_->add_option("--seed", config_.seed, "Seed of the dataset and arrivals")
-      ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
+      ->transform(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around; 1k = 1000
       ->capture_default_str();
   serve_->add_option("--served-model-name", served_model_,
                      "Model name to send (default: the first of GET /v1/models)");

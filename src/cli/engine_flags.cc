@@ -128,7 +128,12 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
                            "not on first use under a request (default: {})",
                            c.cache.kv_cache_prefault ? "on" : "off"));
   app.add_option("--kv-cache-memory", v.kv_cache_memory,
-                 "KV cache budget in bytes (suffixes KiB/MiB/GiB/TiB accepted; default 2GiB)");
+                 "KV cache budget in bytes (suffixes KiB/MiB/GiB/TiB accepted; default 2GiB)")
+      ->check(CLI::Validator(  // "" would read as "not given", i.e. the default
+          [](std::string& value) {
+            return value.empty() ? std::string("needs a size, got an empty value") : std::string();
+          },
+          "", "non-empty"));
   app.add_option("--num-kv-blocks", c.cache.num_kv_blocks,
                  "Number of KV blocks (overrides --kv-cache-memory; at least 1)")
       ->transform(human_int(1));
@@ -137,7 +142,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, EngineFlagValues& v) {
                              kMaxThreads))
       ->transform(human_int(0, kMaxThreads));
   app.add_option("--seed", c.seed, "Default seed for requests that give none")
-      ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
+      ->transform(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around; 1k = 1000
       ->capture_default_str();
   app.add_option("--attention-backend", c.attention_backend,
                  "Attention implementation: flash (tiled, online softmax, batch-invariant), "
@@ -209,7 +214,7 @@ Expected<int64_t> parse_bytes(const std::string& text) {
                            text.substr(i), text);
   const double bytes = value * mult;
   if (!(bytes >= 1) || bytes > 9e18)
-    return InvalidArgument("--kv-cache-memory: '{}' is out of range", text);
+    return InvalidArgument("--kv-cache-memory: '{}' is out of range (1 byte to 9e18 bytes)", text);
   return static_cast<int64_t>(std::llround(bytes));
 }
 

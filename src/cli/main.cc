@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   std::string command_line = "llmserve";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   llmserve::cli::BenchCommand bench(app, command_line);
-  llmserve::cli::reject_empty_numbers(app);
+  llmserve::cli::check_number_syntax(app);
   std::vector<std::string> args = llmserve::cli::expand_short_aliases(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& a : args) arg_ptrs.push_back(a.data());

@@ -694,7 +694,7 @@ MakeModelCommand::MakeModelCommand(CLI::App& app) {
       ->check(dtype_validator(/*allow_auto=*/false))
       ->capture_default_str();
   cmd_->add_option("--seed", seed_, "Weight seed (same seed, same file)")
-      ->check(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around
+      ->transform(human_int(0, INT64_MAX))  // a uint64: "-1" would wrap around; 1k = 1000
       ->capture_default_str();
   cmd_->add_option("--out", out_path_, "Output GGUF file")->required();
   cmd_->add_option("--hf-dir", hf_dir_,
@@ -711,6 +711,7 @@ int MakeModelCommand::run() {
   if (p->is_moe() && !hf_dir_.empty())
     return fail(Unimplemented("--hf-dir is not supported for the mixture-of-experts preset '{}' "
                               "(the GGUF only)", preset_));
+  if (Status st = check_output_path(out_path_, "make-model", "--out"); !st.ok()) return fail(st);
 
   const auto t0 = std::chrono::steady_clock::now();
   const VocabBuilder vocab = build_vocab(p->vocab_size);

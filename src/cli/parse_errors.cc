@@ -115,16 +115,25 @@ void apply_argparse_conventions(CLI::App& app) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
-void reject_empty_numbers(CLI::App& app) {
+void check_number_syntax(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_type_size() == 0 || opt->get_type_name().rfind("TEXT", 0) == 0) continue;
     opt->check(CLI::Validator(
         [](std::string& value) -> std::string {
-          return value.empty() ? "needs a number, got an empty value" : std::string();
+          if (value.empty()) return "needs a number, got an empty value";
+          // strtod / strtol (CLI11's conversions) skip leading blanks and read hex: " 3" and
+          // "0x10" would become 3 and 16 where a typo was meant; trailing blanks are refused.
+          const size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;
+          if (std::any_of(value.begin(), value.end(),
+                          [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }) ||
+              (value.size() > sign + 1 && value[sign] == '0' &&
+               (value[sign + 1] == 'x' || value[sign + 1] == 'X')))
+            return fmt::format("'{}' is not a decimal number", value);
+          return std::string();
         },
-        "", "non-empty"));
+        "", "decimal"));
   }
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) reject_empty_numbers(*sub);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_number_syntax(*sub);
 }
 
 std::vector<std::string> expand_short_aliases(int argc, char** argv) {

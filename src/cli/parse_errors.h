@@ -17,8 +17,9 @@ void apply_argparse_conventions(CLI::App& app);
 
 /// Call on the root app after every subcommand and option is added: an option of a number type
 /// (INT, UINT, FLOAT, ...: every type but TEXT) given an empty value (`--temperature ""`,
-/// `--top-k=`) is a parse error naming the flag, where CLI11 would read it as 0.
-void reject_empty_numbers(CLI::App& app);
+/// `--top-k=`), a blank in it (`" 3"`) or a hex one (`0x10`) is a parse error naming the flag,
+/// where CLI11 would read 0, 3 and 16.
+void check_number_syntax(CLI::App& app);
 
 /// argv with vLLM's multi-letter short aliases, which CLI11 cannot declare, spelt long:
 /// `-tp N`, `-tp=N` -> `--tensor-parallel-size N`; `-pp` -> `--pipeline-parallel-size`.

@@ -86,6 +86,9 @@ QuantizeCommand::QuantizeCommand(CLI::App& app) {
 }
 
 int QuantizeCommand::run() {
+  // One stdout line per tensor as it is written, also into a pipe (fully buffered there, the
+  // lines came at exit, and so did a SIGPIPE from a reader that had gone: after the rename).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::optional<QuantScheme> scheme = find_quant_scheme(type_);
   if (!scheme)
     return fail(InvalidArgument("--type: unknown type '{}' (known: {})", type_,
@@ -94,12 +97,7 @@ int QuantizeCommand::run() {
   std::error_code ec;
   if (std::filesystem::equivalent(in_path_, out_path_, ec))
     return fail(InvalidArgument("{}: the output would overwrite the input", out_path_));
-  // The output is written beside it and renamed over it: only a regular file may be replaced
-  // (renaming over /dev/null or a FIFO would replace the node itself; a directory fails only
-  // after all the work).
-  if (std::filesystem::exists(out_path_, ec) && !std::filesystem::is_regular_file(out_path_, ec))
-    return fail(InvalidArgument("{}: exists and is not a regular file (quantize replaces only a "
-                                "regular file)", out_path_));
+  if (Status st = check_output_path(out_path_, "quantize", "OUT"); !st.ok()) return fail(st);
   const auto t0 = std::chrono::steady_clock::now();
   auto opened = ModelFile::open(in_path_);
   if (!opened.ok()) return fail(opened.status());

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace llmserve::cli {
 namespace {
@@ -19,6 +20,15 @@ void on_signal(int sig) {
 }
 
 }  // namespace
+
+Status check_output_path(const std::string& out, const char* command, const char* flag) {
+  if (out.empty()) return InvalidArgument("{} must not be empty", flag);
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_regular_file(out, ec))
+    return InvalidArgument("{}: exists and is not a regular file ({} replaces only a regular "
+                           "file)", out, command);
+  return Status::Ok();
+}
 
 Status create_temp_file(const std::string& tmp) {
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

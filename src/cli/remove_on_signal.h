@@ -9,6 +9,12 @@
 
 namespace llmserve::cli {
 
+/// Checks, before any work, a path that `command` (quantize, make-model) will write as OUT.tmp
+/// and rename over: not empty, and not an existing non-regular file (renaming over a directory
+/// fails only after all the work; over /dev/null or a FIFO it would replace the node itself).
+/// Errors: InvalidArgument naming `flag` or the path.
+Status check_output_path(const std::string& out, const char* command, const char* flag);
+
 /// Creates `tmp` (a command's temporary output, OUT.tmp) empty, refusing one that already
 /// exists (O_EXCL): it may be a file of the user's or an earlier run killed with SIGKILL, and is
 /// not overwritten. Errors: InvalidArgument naming the file when it exists, NotFound ("PATH:

@@ -72,7 +72,7 @@ TEST(ByteSizes, BinaryUnitsUpToTiB) {
             "--kv-cache-memory: unknown unit 'PiB' in '3PiB' (units: B, KiB, MiB, GiB, TiB; "
             "K/KB, M/MB, G/GB, T/TB the same, binary)");
   EXPECT_EQ(parse_bytes("9000000TiB").status().message(),
-            "--kv-cache-memory: '9000000TiB' is out of range");
+            "--kv-cache-memory: '9000000TiB' is out of range (1 byte to 9e18 bytes)");
 }
 
 TEST(DtypeFlag, VllmAndShortSpellings) {

@@ -323,6 +323,18 @@ TEST(Flags, EmptyAndOutOfRangeNumbersAreNamed) {
                "--temperature 1e+39 is out of a 32-bit float's range (1e-45 to 3.4028235e+38)");
   expect_error(gen + "--top-k 2147483648", "--top-k: must be <= 2147483647, got 2147483648" + help);
   expect_error(gen + "--top-k -2", "--top-k: must be >= -1, got -2" + help);
+  // strtod / strtol would read these as 16, 0.5 and 3 (a typo became another value).
+  expect_error(gen + "--temperature 0x10", "--temperature: '0x10' is not a decimal number" + help);
+  expect_error(gen + "--top-p 0x1p-1", "--top-p: '0x1p-1' is not a decimal number" + help);
+  expect_error(gen + "--temperature ' 3'", "--temperature: ' 3' is not a decimal number" + help);
+  expect_error("serve " + gguf() + " --port 0x4000",
+               "--port: '0x4000' is not a decimal number (see 'llmserve serve --help')");
+  // An empty budget read as "not given" (the 2 GiB default), even after another value.
+  expect_error(gen + "--kv-cache-memory 1GiB --kv-cache-memory ''",
+               "--kv-cache-memory: needs a size, got an empty value" + help);
+  // --seed reads the human-readable integers its help names.
+  EXPECT_EQ(run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 2 --threads 1 --seed 1k")
+                .exit_code, 0);
 }
 
 TEST(Flags, BenchServeDeadUrlIsConnectionRefused) {

@@ -301,6 +301,40 @@ TEST(QuantizeCli, ExistingTemporaryFileIsKept) {
   }
 }
 
+// An output path that cannot be renamed over is refused before any work (make-model used to
+// write the whole model to OUT.tmp first).
+TEST(QuantizeCli, BadOutputPathsFailBeforeAnyWork) {
+  const std::string in = shared("models/stories260K/stories260K.gguf");
+  const std::string dir = out_dir() + "/a-dir";
+  fs::create_directories(dir);
+  for (const auto& [cmd, line] : std::vector<std::pair<std::string, std::string>>{
+           {"make-model --preset bench-250m --out " + dir,
+            dir + ": exists and is not a regular file (make-model replaces only a regular file)"},
+           {"make-model --preset bench-5m --out ''", "--out must not be empty"},
+           {"quantize " + in + " '' --type Q4_K_M", "OUT must not be empty"}}) {
+    const testing::CommandResult r = run_llmserve(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_EQ(r.err, "error: " + line + "\n") << cmd;
+  }
+  EXPECT_FALSE(fs::exists(dir + ".tmp"));
+  EXPECT_FALSE(fs::exists(".tmp"));
+}
+
+// stdout is a pipe whose reader has gone: the per-tensor lines are written as they come, so
+// SIGPIPE ends the run while it writes, and no OUT or OUT.tmp is left (it used to arrive at
+// exit, after the rename: exit status 141 with a complete OUT).
+TEST(QuantizeCli, ReaderGoneLeavesNoOutput) {
+  const std::string out = out_dir() + "/pipe.gguf";
+  const std::string status = out_dir() + "/pipe.status";
+  auto r = testing::run_shell(std::string("(") + LLMSERVE_BIN + " quantize " + kLlamaQ +
+                              "model-F32.gguf " + out + " --type Q8_0 2>/dev/null; echo $? > " +
+                              status + ") | true; cat " + status);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::stoi(r.out), 128 + 13);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
 // make-model writes OUT.tmp and renames it too: an interrupted one leaves neither.
 TEST(QuantizeCli, InterruptedMakeModelLeavesNoTemporaryFile) {
   const std::string out = out_dir() + "/mm-sig.gguf";
