@@ -1,4 +1,6 @@
-// Removing a command's temporary output file when a signal ends the process.
+// A command's output written as OUT.tmp and renamed over OUT (quantize, make-model): the path
+// checked before any work, the temporary file created exclusively, and removed when a signal
+// ends the process.
 #pragma once
 
 #include <signal.h>
