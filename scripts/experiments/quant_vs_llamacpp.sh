@@ -45,8 +45,12 @@ for t in $TYPES; do
       > "$WORK/$t.$TAG.$i.llama.json" 2> "$WORK/$t.$TAG.$i.llama.log"
     # llmserve: one stream, 16 prompt + 128 generated tokens (decode = 1 / TPOT), and one
     # 512-token prompt (prefill = 512 / TTFT).
+    # The decode row's roofline uses probes taken just before and just after it (a few seconds
+    # apart): this shared machine's bandwidth moves 40-60 GB/s between phases of a session.
+    probe "$t.$TAG.$i.before-decode"
     LLMSERVE_ISA=$ISA "$BIN/llmserve" bench "$f" "${COMMON[@]}" --num-prompts 1 --input-len 16 \
       --output-len 128 --json > "$WORK/$t.$TAG.$i.decode.json" 2> "$WORK/$t.$TAG.$i.decode.log"
+    probe "$t.$TAG.$i.after-decode"
     LLMSERVE_ISA=$ISA "$BIN/llmserve" bench "$f" "${COMMON[@]}" --num-prompts 1 --input-len 512 \
       --output-len 1 --json > "$WORK/$t.$TAG.$i.prefill.json" 2> "$WORK/$t.$TAG.$i.prefill.log"
   done
@@ -83,13 +87,13 @@ def probe(name):
     p = json.load(open(f"{work}/{name}.probe.json"))["benchmarks"][0]
     return p["read_GBps"]
 print(f"{preset}, ISA {tag[: -len(preset) - 1]}; each cell: median of {repeat} runs (min-max)")
-print("| file | MB read / token | llama.cpp tg128 | llmserve decode | ratio | roofline (probe) | llmserve % of roofline | llama.cpp pp512 | llmserve pp512 | ratio |")
+print("| file | MB read / token | llama.cpp tg128 | llmserve decode | ratio | roofline (probes beside decode) | llmserve % of roofline | llama.cpp pp512 | llmserve pp512 | ratio |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for t in types:
     bpt = json.load(open(f"{work}/{preset}-{t}.inspect.json"))["decode_bytes_per_token"]
     rows = []
     for i in range(1, repeat + 1):
-        bw = probe(f"{t}.{tag}.{i}")
+        bw = (probe(f"{t}.{tag}.{i}.before-decode") + probe(f"{t}.{tag}.{i}.after-decode")) / 2
         ll = json.load(open(f"{work}/{t}.{tag}.{i}.llama.json"))
         lpp = next(r["avg_ts"] for r in ll if r["n_prompt"] > 0 and r["n_gen"] == 0)
         ltg = next(r["avg_ts"] for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)

@@ -159,6 +159,13 @@ Expected<std::vector<double>> make_arrival_offsets(int32_t n, const ArrivalOptio
     return InvalidArgument("--burstiness must be a positive number, got {}", o.burstiness);
   std::vector<double> offsets(static_cast<size_t>(n), 0.0);
   if (std::isinf(o.request_rate)) return offsets;
+  // A rate so low that the arrivals would spread over more than a week is a typo (1e-5 for
+  // 1e5), not a benchmark: refused rather than left waiting.
+  constexpr double kMaxSpanS = 7 * 24 * 3600.0;
+  if (n > 1 && (n - 1) / o.request_rate > kMaxSpanS)
+    return InvalidArgument("--request-rate {} would spread {} requests over about {:.3g} s (more "
+                           "than a week); give a higher rate", o.request_rate, n,
+                           (n - 1) / o.request_rate);
   // Gamma(shape k, scale theta) has mean k * theta: theta = 1 / (rate * k) gives mean 1/rate.
   const double theta = 1.0 / (o.request_rate * o.burstiness);
   std::mt19937_64 rng(o.seed);

@@ -92,7 +92,7 @@ struct ArrivalOptions {
 
 /// Offsets in seconds, non-decreasing, the first at 0: gamma inter-arrivals with shape
 /// `burstiness` and mean 1/request_rate (vLLM's get_request). Errors: rate <= 0, burstiness
-/// <= 0, n < 0.
+/// <= 0, n < 0, a rate that spreads the n arrivals over more than a week (a typo).
 Expected<std::vector<double>> make_arrival_offsets(int32_t n, const ArrivalOptions& options);
 
 /// Sets requests[i].arrival_offset_s from make_arrival_offsets.

@@ -30,6 +30,8 @@ Expected<std::vector<int32_t>> parse_ids(const std::string& text) {
     ids.push_back(static_cast<int32_t>(v));
   }
   if (ids.empty()) return InvalidArgument("--token-ids: no token ids given");
+  // getline reads "1,2," as two items: a trailing comma is a missing id too.
+  if (text.back() == ',') return InvalidArgument("--token-ids: '{}' ends with a comma", text);
   return ids;
 }
 

@@ -99,6 +99,13 @@ std::string plain_message(const CLI::App& cmd, const CLI::ParseError& error) {
       if (opt != nullptr && opt->get_expected_max() == 0)
         return fmt::format("{}: '{}' is not a boolean (true/false, yes/no, on/off, 1/0)", name,
                            value);
+      // The syntax was checked (check_number_syntax): digits CLI11 cannot convert are out of
+      // the option's range, not "not an integer".
+      const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+      if (value.size() > sign &&
+          std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
+                      [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
+        return fmt::format("{}: '{}' is out of range", name, value);
       return fmt::format("{}: '{}' is not {}", name, value,
                          type_phrase(opt != nullptr ? opt->get_type_name() : "TEXT"));
     }
@@ -118,9 +125,21 @@ void apply_argparse_conventions(CLI::App& app) {
 void check_number_syntax(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_type_size() == 0 || opt->get_type_name().rfind("TEXT", 0) == 0) continue;
+    // A plain integer option (no human_int transform: its type name would say "INT:INT (4k
+    // ...)") is checked here value by value: CLI11 converts only the value TakeLast keeps, so
+    // `--port abc --port 8000` passed, and its conversion error joins the values ("'1,2'").
+    const std::string type = opt->get_type_name();
+    const bool plain_integer = type == "INT" || type == "UINT";
     opt->check(CLI::Validator(
-        [](std::string& value) -> std::string {
+        [plain_integer, type](std::string& value) -> std::string {
           if (value.empty()) return "needs a number, got an empty value";
+          if (plain_integer) {
+            const size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;
+            if (value.size() == sign ||
+                !std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
+                             [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
+              return fmt::format("'{}' is not {}", value, type_phrase(type));
+          }
           // strtod / strtol (CLI11's conversions) skip leading blanks and read hex: " 3" and
           // "0x10" would become 3 and 16 where a typo was meant; trailing blanks are refused.
           const size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;

@@ -147,6 +147,11 @@ TEST(BenchWorkload, InfiniteRateSendsEverythingAtZeroAndBadRatesFail) {
   for (double t : *offs) EXPECT_EQ(t, 0.0);
   EXPECT_FALSE(make_arrival_offsets(5, {0.0, 1.0, 0}).ok());
   EXPECT_FALSE(make_arrival_offsets(5, {1.0, 0.0, 0}).ok());
+  // 1e-50 requests/s would wait about 4e50 s for the second request: refused, not a hang.
+  EXPECT_FALSE(make_arrival_offsets(5, {1e-50, 1.0, 0}).ok());
+  EXPECT_FALSE(make_arrival_offsets(2, {1.0 / (8 * 24 * 3600.0), 1.0, 0}).ok());
+  EXPECT_TRUE(make_arrival_offsets(2, {1.0 / (6 * 24 * 3600.0), 1.0, 0}).ok());
+  EXPECT_TRUE(make_arrival_offsets(1, {1e-50, 1.0, 0}).ok());
   auto a = make_arrival_offsets(50, {10.0, 1.0, 5}), b = make_arrival_offsets(50, {10.0, 1.0, 5});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);

@@ -328,10 +328,21 @@ TEST(Flags, EmptyAndOutOfRangeNumbersAreNamed) {
   expect_error(gen + "--top-p 0x1p-1", "--top-p: '0x1p-1' is not a decimal number" + help);
   expect_error(gen + "--temperature ' 3'", "--temperature: ' 3' is not a decimal number" + help);
   expect_error("serve " + gguf() + " --port 0x4000",
-               "--port: '0x4000' is not a decimal number (see 'llmserve serve --help')");
+               "--port: '0x4000' is not an integer (see 'llmserve serve --help')");
   // An empty budget read as "not given" (the 2 GiB default), even after another value.
   expect_error(gen + "--kv-cache-memory 1GiB --kv-cache-memory ''",
                "--kv-cache-memory: needs a size, got an empty value" + help);
+  // A repeated plain-integer flag: each value is checked (CLI11 converted only the last one and
+  // named the values joined, "'18123,1k'"); digits a flag's type cannot hold are out of range.
+  const std::string serve_help = " (see 'llmserve serve --help')";
+  expect_error("serve " + gguf() + " --port 18123 --port 1k",
+               "--port: '1k' is not an integer" + serve_help);
+  expect_error("serve " + gguf() + " --port abc --port 18127",
+               "--port: 'abc' is not an integer" + serve_help);
+  expect_error("serve " + gguf() + " --block-size 99999999999",
+               "--block-size: '99999999999' is out of range" + serve_help);
+  expect_error("logits " + gguf() + " --out unused.npy --token-ids 1,2,",
+               "--token-ids: '1,2,' ends with a comma");
   // --seed reads the human-readable integers its help names.
   EXPECT_EQ(run_llmserve("generate " + gguf() + " --prompt hi --max-tokens 2 --threads 1 --seed 1k")
                 .exit_code, 0);
