@@ -75,6 +75,12 @@ std::optional<ApiError> read_float(const json& body, const char* name, float* ou
                                    "magnitude of at least {})",
                                    name, d, std::numeric_limits<float>::denorm_min()),
                        name);
+  // The ranges validate() checks end at whole numbers (0, 1, 2, -2): a double just beyond one
+  // (2.0000000001) rounds onto it and would pass. Step to the float on the double's side, so
+  // the value keeps which side of the bound it is on (and 0.9999999999 stays below 1).
+  if (std::isfinite(*out) && static_cast<double>(*out) != d && std::trunc(*out) == *out)
+    *out = std::nextafter(*out, d > *out ? std::numeric_limits<float>::infinity()
+                                         : -std::numeric_limits<float>::infinity());
   return std::nullopt;
 }
 

@@ -189,6 +189,10 @@ std::vector<BadCase> value_cases() {
       // Below a float's smallest magnitude: named as sent (was read, and reported, as 0).
       {kCmpl, cmpl(R"("top_p": 1e-50)"), 400, "top_p", {"1e-50", "32-bit float"}},
       {kChat, chat(R"("temperature": -1e-60)"), 400, "temperature", {"-1e-60"}},
+      // Just beyond a bound: a float rounds these onto it (2, 1, -2), which passed.
+      {kCmpl, cmpl(R"("temperature": 2.0000000001)"), 400, "temperature", {"2.0000000001"}},
+      {kChat, chat(R"("top_p": 1.0000000001)"), 400, "top_p", {}},
+      {kCmpl, cmpl(R"("presence_penalty": -2.0000000001)"), 400, "presence_penalty", {}},
       {kCmpl, cmpl(R"("stream": true, "stream_options": {"x": [1e999]})"), 400,
        "stream_options", {"1e999"}},
       // top_p in (0, 1], top_k <= vocabulary, min_p in [0, 1].
