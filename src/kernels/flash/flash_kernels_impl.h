@@ -322,6 +322,42 @@ __attribute__((always_inline)) inline void pack_rows(const float* const* row, in
   }
 }
 
+// pack_rows straight from a 16-bit cache (rows at element offsets off[0..RR) of base): each
+// row is widened (exactly: bf16 and f16 are subsets of f32) as it is loaded, so the layout,
+// and every bit after it, is the one convert_row + pack_rows gives, without the f32 copy.
+template <class V, int RR, DType D>
+__attribute__((always_inline)) inline void pack_rows_kv(const void* base, const int64_t* off,
+                                                        int32_t d0, float* dst) {
+  using vec = typename V::vec;
+  constexpr int L = V::L;
+  const vec r0 = V::template loadkv<D>(base, off[0] + d0);
+  const vec r1 = V::template loadkv<D>(base, off[1] + d0);
+  if constexpr (RR == 2) {
+    V::store(dst, V::unpacklo(r0, r1));
+    V::store(dst + L, V::unpackhi(r0, r1));
+  } else {
+    static_assert(RR == 4, "pack_rows_kv: groups of 2 or 4 rows");
+    const vec r2 = V::template loadkv<D>(base, off[2] + d0);
+    const vec r3 = V::template loadkv<D>(base, off[3] + d0);
+    const vec t0 = V::unpacklo(r0, r1), t1 = V::unpackhi(r0, r1);
+    const vec t2 = V::unpacklo(r2, r3), t3 = V::unpackhi(r2, r3);
+    V::store(dst, V::unpacklo_pd(t0, t2));
+    V::store(dst + L, V::unpackhi_pd(t0, t2));
+    V::store(dst + 2 * L, V::unpacklo_pd(t1, t3));
+    V::store(dst + 3 * L, V::unpackhi_pd(t1, t3));
+  }
+}
+
+// The grouped K of one tile from a 16-bit cache: group j0 / RR from rows koff[j0 .. j0 + RR).
+template <class V, int RR, DType D>
+void pack_tile_kv(const void* base, const int64_t* koff, int32_t bcr, int32_t hd, float* kt) {
+  constexpr int L = V::L;
+  for (int32_t j0 = 0; j0 < bcr; j0 += RR) {
+    float* dst = kt + static_cast<int64_t>(j0) * hd;
+    for (int32_t d0 = 0; d0 < hd; d0 += L) pack_rows_kv<V, RR, D>(base, koff + j0, d0, dst + d0 * RR);
+  }
+}
+
 // qk_packed over the grouped layout (hd a multiple of L): the same FMA chain per score, over
 // d = 0..hd-1 in order from zero, so the same bits; only the addresses of the broadcasts
 // differ. Groups past the tile's rows hold finite values (zeroed per item, or an earlier
@@ -453,6 +489,10 @@ void prefill(const PrefillTile& t, float* scratch) {
   // Grouped K (qk_grouped) where it applies, else K^T (qk_packed).
   const bool grouped = t.num_tokens == 1 && (RR == 2 || RR == 4) && hd % L == 0;
   const bool packed = grouped || (t.num_tokens == 1 && RR > 0 && V::packed_r(RR));
+  // A 16-bit K of a grouped tile is packed straight from the cache (pack_tile_kv), not first
+  // converted into kbuf: the copy took a quarter of a bf16-KV decode token's attention.
+  const bool k_from_cache = grouped && !direct;
+  int64_t koff[kPrefillKvTile + 4];  // element offsets of the tile's K rows (k_from_cache)
   float* kt = scratch + y.kt;
 
   // Q^T per KV head, pre-scaled into the log2 domain; padding rows are zero and sit at the
@@ -554,7 +594,8 @@ void prefill(const PrefillTile& t, float* scratch) {
           kp[j] = static_cast<const float*>(kv.k) + off;
           vp[j] = static_cast<const float*>(kv.v) + off;
         } else {
-          convert_row<V>(kv.k, kv.dtype, off, hd, hdp, kbuf + static_cast<int64_t>(j) * hdp);
+          if (k_from_cache) koff[j] = off;
+          else convert_row<V>(kv.k, kv.dtype, off, hd, hdp, kbuf + static_cast<int64_t>(j) * hdp);
           convert_row<V>(kv.v, kv.dtype, off, hd, hdp, vbuf + static_cast<int64_t>(j) * hdp);
           kp[j] = kbuf + static_cast<int64_t>(j) * hdp;
           vp[j] = vbuf + static_cast<int64_t>(j) * hdp;
@@ -569,11 +610,20 @@ void prefill(const PrefillTile& t, float* scratch) {
         // The tile's rows in groups of RR (rows past bc: row 0).
         const int32_t bcr = static_cast<int32_t>(round_up(bc, RR));
         for (int32_t j = bc; j < bcr; ++j) kp[j] = kp[0];
-        for (int32_t j0 = 0; j0 < bcr; j0 += RR) {
-          float* dst = kt + static_cast<int64_t>(j0) * hd;  // group j0 / RR
-          for (int32_t d0 = 0; d0 < hd; d0 += L) {
-            if (RR == 2) pack_rows<V, 2>(kp + j0, d0, dst + d0 * 2);
-            else pack_rows<V, 4>(kp + j0, d0, dst + d0 * 4);
+        if (k_from_cache) {
+          for (int32_t j = bc; j < bcr; ++j) koff[j] = koff[0];
+          const bool bf16 = kv.dtype == DType::kBF16;
+          if (RR == 2 && bf16) pack_tile_kv<V, 2, DType::kBF16>(kv.k, koff, bcr, hd, kt);
+          else if (RR == 2) pack_tile_kv<V, 2, DType::kF16>(kv.k, koff, bcr, hd, kt);
+          else if (bf16) pack_tile_kv<V, 4, DType::kBF16>(kv.k, koff, bcr, hd, kt);
+          else pack_tile_kv<V, 4, DType::kF16>(kv.k, koff, bcr, hd, kt);
+        } else {
+          for (int32_t j0 = 0; j0 < bcr; j0 += RR) {
+            float* dst = kt + static_cast<int64_t>(j0) * hd;  // group j0 / RR
+            for (int32_t d0 = 0; d0 < hd; d0 += L) {
+              if (RR == 2) pack_rows<V, 2>(kp + j0, d0, dst + d0 * 2);
+              else pack_rows<V, 4>(kp + j0, d0, dst + d0 * 4);
+            }
           }
         }
         const float* qpk = scratch + y.qpk + h * y.qpk_head;
