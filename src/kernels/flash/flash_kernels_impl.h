@@ -206,6 +206,21 @@ void pv_dispatch_nd(int nd, const float* p, int64_t p_rs, int64_t p_js, const vo
   }
 }
 
+// pv_dispatch_nd for 16-bit V read in place (pairs of vectors: nd even) over a single-token
+// tile's packed P (RRP = rr, 2 or 4).
+template <class V, DType D, int MI>
+void pv_pairs(int rr, int nd, const float* p, int64_t p_rs, int64_t p_js, const void* const* vrow,
+              int32_t bc, int32_t d0, float* o, int64_t ldo) {
+  constexpr int N = V::kPvNd;
+  static_assert(N % 2 == 0, "16-bit V is loaded in pairs of vectors");
+  if (rr == 2) {
+    if (nd == N) return pv_block<V, D, MI, N, 2>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+    return pv_block<V, D, MI, 2, 2>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+  }
+  if (nd == N) return pv_block<V, D, MI, N, 4>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+  return pv_block<V, D, MI, 2, 4>(p, p_rs, p_js, vrow, bc, d0, o, ldo);
+}
+
 // ---------------------------------------------------------------------------------------
 // Prefill: one tile of query rows against its causal context, KV tiles of kPrefillKvTile.
 
@@ -493,6 +508,9 @@ void prefill(const PrefillTile& t, float* scratch) {
   // converted into kbuf: the copy took a quarter of a bf16-KV decode token's attention.
   const bool k_from_cache = grouped && !direct;
   int64_t koff[kPrefillKvTile + 4];  // element offsets of the tile's K rows (k_from_cache)
+  // Its 16-bit V is read in place too, widened by the PV kernel two vectors at a time (bf16:
+  // even then odd dimensions, so O is un-permuted at the end; f16: in order).
+  const bool v_in_place = k_from_cache && hd % (2 * L) == 0;
   float* kt = scratch + y.kt;
 
   // Q^T per KV head, pre-scaled into the log2 domain; padding rows are zero and sit at the
@@ -596,9 +614,13 @@ void prefill(const PrefillTile& t, float* scratch) {
         } else {
           if (k_from_cache) koff[j] = off;
           else convert_row<V>(kv.k, kv.dtype, off, hd, hdp, kbuf + static_cast<int64_t>(j) * hdp);
-          convert_row<V>(kv.v, kv.dtype, off, hd, hdp, vbuf + static_cast<int64_t>(j) * hdp);
           kp[j] = kbuf + static_cast<int64_t>(j) * hdp;
-          vp[j] = vbuf + static_cast<int64_t>(j) * hdp;
+          if (v_in_place) {
+            vp[j] = static_cast<const uint16_t*>(kv.v) + off;
+          } else {
+            convert_row<V>(kv.v, kv.dtype, off, hd, hdp, vbuf + static_cast<int64_t>(j) * hdp);
+            vp[j] = vbuf + static_cast<int64_t>(j) * hdp;
+          }
         }
       }
       const int32_t bcn = static_cast<int32_t>(round_up(bc, NJ));
@@ -627,7 +649,7 @@ void prefill(const PrefillTile& t, float* scratch) {
           }
         }
         const float* qpk = scratch + y.qpk + h * y.qpk_head;
-        const void* const* pf = direct ? vp : nullptr;  // V rows read in place: requested
+        const void* const* pf = direct || v_in_place ? vp : nullptr;  // V read in place: requested
         if (RR == 2) qk_grouped<V, 2>(kt, qpk, hd, bc, s, pf, row_bytes);
         else qk_grouped<V, 4>(kt, qpk, hd, bc, s, pf, row_bytes);
       } else if (packed) {
@@ -751,7 +773,13 @@ void prefill(const PrefillTile& t, float* scratch) {
             if (!direct) prefetch_row(static_cast<const char*>(kv.v) + at, row_bytes);
           }
           float* od = o + static_cast<int64_t>(i0) * hdp + d0 * L;
-          if (grouped && RR == 2)
+          if (v_in_place) {
+            const int nd = imin(ND, nv - d0);
+            if (kv.dtype == DType::kBF16)
+              pv_pairs<V, DType::kBF16, MI>(RR, nd, s + i0 * RR, RR, L, vp, bc, d0 * L, od, hdp);
+            else
+              pv_pairs<V, DType::kF16, MI>(RR, nd, s + i0 * RR, RR, L, vp, bc, d0 * L, od, hdp);
+          } else if (grouped && RR == 2)
             pv_dispatch_nd<V, DType::kF32, MI, 2>(imin(ND, nv - d0), s + i0 * 2, 2, L, vp, bc, d0 * L, od, hdp);
           else if (grouped)
             pv_dispatch_nd<V, DType::kF32, MI, 4>(imin(ND, nv - d0), s + i0 * 4, 4, L, vp, bc, d0 * L, od, hdp);
@@ -769,7 +797,16 @@ void prefill(const PrefillTile& t, float* scratch) {
       const float inv = 1.0f / l[i];
       const float* orow = o + static_cast<int64_t>(i) * hdp;
       float* dst = t.out + (i / G) * t.q_stride + (h * G + i % G) * hd;
-      for (int32_t d = 0; d < hd; ++d) dst[d] = orow[d] * inv;
+      if (v_in_place && kv.dtype == DType::kBF16) {  // even/odd halves of each 2L block
+        for (int32_t b = 0; b < hd; b += 2 * L) {
+          for (int32_t e = 0; e < L; ++e) {
+            dst[b + 2 * e] = orow[b + e] * inv;
+            dst[b + 2 * e + 1] = orow[b + L + e] * inv;
+          }
+        }
+      } else {
+        for (int32_t d = 0; d < hd; ++d) dst[d] = orow[d] * inv;
+      }
     }
   }
 }
