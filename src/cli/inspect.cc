@@ -271,14 +271,15 @@ int InspectCommand::run() {
   const WeightCost cost = weight_cost(mf, planned);
   const int64_t weight_bytes = cost.total_bytes;
 
-  // As LLMEngine::init: auto = the model's dtype after --dtype (f32 for quantized
-  // weights, --quantization's included: a quantized token embedding makes the model's weight
-  // dtype quantized); budget = flag or the 2 GiB default.
+  // As LLMEngine::init: auto = auto_kv_dtype, the model's dtype after --dtype (f16 for quantized
+  // weights without --dtype, --quantization's included: a quantized token embedding makes the
+  // model's weight dtype quantized); budget = flag or the 2 GiB default.
   ModelConfig quantized_config = c;
   if (const TensorView* emb = mf.find_tensor("token_embd.weight"); emb && planned.count(emb))
     quantized_config.weight_dtype = planned.at(emb);
   const DType weights_dtype = model_dtype(quantized_config, ModelLoadOptions{*dtype_flag});
-  const DType kv_dtype = kv_dtype_flag->value_or(weights_dtype);
+  const DType kv_dtype =
+      kv_dtype_flag->value_or(auto_kv_dtype(quantized_config, ModelLoadOptions{*dtype_flag}));
   const int64_t budget = cache.kv_cache_memory_bytes > 0 ? cache.kv_cache_memory_bytes
                                                          : kDefaultKvCacheMemoryBytes;
   const int64_t max_len = max_model_len_ > 0 ? max_model_len_ : c.max_position_embeddings;
@@ -446,7 +447,8 @@ int InspectCommand::run() {
            (weights_dtype == quantized_config.weight_dtype ? std::string()
             : dtype_flag->has_value()
                 ? fmt::format(" ({} with --dtype)", dtype_name(weights_dtype))
-                : fmt::format(" (activations and KV cache auto: {})", dtype_name(weights_dtype)))},
+                : fmt::format(" (activations {}, KV cache auto: {})", dtype_name(weights_dtype),
+                              dtype_name(auto_kv_dtype(quantized_config, ModelLoadOptions{}))))},
   };
   std::string rope = fmt::format("theta {}, {}, dim {}", c.rope_theta, rope_style_name(c.rope_style),
                                  c.rope_dim());

@@ -208,9 +208,9 @@ struct ModelConfig {
   int32_t v_head_dim = 0;        // per-head value width
 
   bool is_mla() const { return kv_lora_rank > 0; }
-  /// The KV cache dtype that `--kv-cache-dtype auto` means: the weights' dtype for float
-  /// weights, float32 for quantized ones (a cache holds float rows; activations are float32,
-  /// and llama.cpp's reference logits for quantized files use an f32 cache too).
+  /// The model's float dtype: the weights' dtype for float weights, float32 for quantized
+  /// ones (their activations and float tensors). `--kv-cache-dtype auto` follows it, except
+  /// float16 for quantized weights (auto_kv_dtype, models/model.h).
   DType default_kv_dtype() const {
     return is_quantized(weight_dtype) ? DType::kF32 : weight_dtype;
   }

@@ -137,7 +137,7 @@ Status EngineCore::init(const EngineConfig& config) {
 
   const int32_t bs = config_.cache.block_size;
   const ModelLoadOptions load{config_.dtype, max_model_len_, pool_.get()};
-  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(model_dtype(mc, load));
+  const DType kv_dtype = config_.cache.kv_cache_dtype.value_or(auto_kv_dtype(mc, load));
   config_.cache.kv_cache_dtype = kv_dtype;
   const int64_t block_bytes = ModelRunner::kv_bytes_per_block(mc, bs, kv_dtype);
   // Hybrid KV: bytes of one block in the full and in the sliding layers, and the most blocks the

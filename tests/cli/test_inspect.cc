@@ -371,7 +371,9 @@ TEST(Inspect, QuantizedTypesBitsPerWeightAndDecodeBytes) {
     types["F32"].first += 5;  // output_norm + 2 x (attn_norm, ffn_norm), [256] each
     types["F32"].second += 5 * 256 * 4;
     json j = inspect_json(quote(dir + file));
-    EXPECT_EQ(j["kv_cache"]["dtype"], "f32");  // auto = f32 for quantized weights
+    EXPECT_EQ(j["kv_cache"]["dtype"], "f16");  // auto = f16 for quantized weights
+    // ... unless --dtype names the float dtype (auto follows it, as vLLM's does).
+    EXPECT_EQ(inspect_json(quote(dir + file) + " --dtype float32")["kv_cache"]["dtype"], "f32");
     EXPECT_EQ(j["weight_dtype"], manifest["files"][file]["per_tensor"]["token_embd.weight"]);
     ASSERT_EQ(j["tensor_types"].size(), types.size());
     for (const json& t : j["tensor_types"]) {
@@ -411,7 +413,7 @@ TEST(Inspect, QuantizationFlagReportsWhatLlamaQuantizeWrote) {
     for (const char* key : {"tensor_types", "weight_bytes", "weight_matrix_bits_per_weight",
                             "decode_bytes_per_token", "weight_dtype", "parameters"})
       EXPECT_EQ(got[key], want[key]) << key;
-    EXPECT_EQ(got["kv_cache"]["dtype"], "f32");
+    EXPECT_EQ(got["kv_cache"]["dtype"], "f16");  // quantized at load: as a quantized file
     EXPECT_EQ(got["quantization"]["value"], value);
     EXPECT_EQ(got["quantization"]["already_quantized"], false);
     // A file already quantized as asked: as stored.

@@ -326,7 +326,9 @@ TEST(QuantizeCli, BadOutputPathsFailBeforeAnyWork) {
 TEST(QuantizeCli, ReaderGoneLeavesNoOutput) {
   const std::string out = out_dir() + "/pipe.gguf";
   const std::string status = out_dir() + "/pipe.status";
-  auto r = testing::run_shell(std::string("(") + LLMSERVE_BIN + " quantize " + kLlamaQ +
+  // The reader (true) must be gone before quantize's first write: a second's head start, as
+  // on a loaded 2-core machine quantizing this small model can beat `true` to its exit.
+  auto r = testing::run_shell(std::string("(sleep 1; ") + LLMSERVE_BIN + " quantize " + kLlamaQ +
                               "model-F32.gguf " + out + " --type Q8_0 2>/dev/null; echo $? > " +
                               status + ") | true; cat " + status);
   ASSERT_EQ(r.exit_code, 0) << r.err;
