@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace llmserve {
@@ -90,7 +91,10 @@ void apply_logits_processors(float* logits, int32_t vocab_size, const SamplingPa
       for (int32_t t : part) {
         if (!in_vocab(t) || scratch.seen[t]) continue;
         scratch.seen[t] = 1;
-        logits[t] = logits[t] > 0 ? logits[t] / r : logits[t] * r;
+        // A tiny penalty (1e-38) would divide a positive logit to +inf, and the softmax
+        // (inf - inf) to NaN: the largest float keeps the intent (this token first).
+        logits[t] = logits[t] > 0 ? std::min(logits[t] / r, std::numeric_limits<float>::max())
+                                  : logits[t] * r;
       }
     for (std::span<const int32_t> part : {prompt, output})
       for (int32_t t : part)

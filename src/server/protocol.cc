@@ -70,6 +70,10 @@ std::optional<ApiError> read_float(const json& body, const char* name, float* ou
   if (!v->is_number()) return type_error(name, "a number", *v, name);
   const double d = v->get<double>();
   *out = static_cast<float>(d);  // out-of-range -> inf, rejected by validate()
+  if (std::isfinite(d) && !std::isfinite(*out))  // 1e300 would be reported as inf
+    return bad_request(fmt::format("'{}' = {} is too large for a 32-bit float (at most {})", name,
+                                   d, std::numeric_limits<float>::max()),
+                       name);
   if (d != 0 && *out == 0)  // 1e-50 would otherwise be read, and reported, as 0
     return bad_request(fmt::format("'{}' = {} is too small for a 32-bit float (use 0 or a "
                                    "magnitude of at least {})",
@@ -82,6 +86,19 @@ std::optional<ApiError> read_float(const json& body, const char* name, float* ou
     *out = std::nextafter(*out, d > *out ? std::numeric_limits<float>::infinity()
                                          : -std::numeric_limits<float>::infinity());
   return std::nullopt;
+}
+
+/// The number as sent against a documented range, `(lo, hi]` when lo_open else `[lo, hi]`:
+/// validate() checks the float it rounds to, and would name that (2.0000002 for 2.0000000001).
+std::optional<ApiError> check_range(const json& body, const char* name, double lo, double hi,
+                                    bool lo_open) {
+  const json* v = find_field(body, name);
+  if (!v || !v->is_number()) return std::nullopt;
+  const double d = v->get<double>();
+  if ((lo_open ? d > lo : d >= lo) && d <= hi) return std::nullopt;
+  return bad_request(fmt::format("'{}' must be in {}{}, {}], got {}", name, lo_open ? "(" : "[",
+                                 lo, hi, d),
+                     name);
 }
 
 /// `param` names the field in errors when it differs from `name` (nested fields).
@@ -228,10 +245,14 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
                          "temperature");
   }
   if (auto err = read_float(body, "top_p", &p.top_p)) return err;
+  if (auto err = check_range(body, "top_p", 0, 1, true)) return err;
   if (auto err = read_logprobs(body, chat, &p)) return err;
   if (auto err = read_float(body, "min_p", &p.min_p)) return err;
+  if (auto err = check_range(body, "min_p", 0, 1, false)) return err;
   if (auto err = read_float(body, "presence_penalty", &p.presence_penalty)) return err;
+  if (auto err = check_range(body, "presence_penalty", -2, 2, false)) return err;
   if (auto err = read_float(body, "frequency_penalty", &p.frequency_penalty)) return err;
+  if (auto err = check_range(body, "frequency_penalty", -2, 2, false)) return err;
   if (auto err = read_float(body, "repetition_penalty", &p.repetition_penalty)) return err;
   std::optional<int32_t> min_tokens;
   if (auto err = read_int32(body, "min_tokens", &min_tokens)) return err;

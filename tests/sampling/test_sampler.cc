@@ -166,6 +166,17 @@ TEST(LogitsProcessors, RepetitionPenaltyDividesPositiveMultipliesNegativeOncePer
   EXPECT_FLOAT_EQ(m[4], -0.25f);
   // The scratch buffers are left zeroed for the next call.
   for (uint8_t v : s.seen) EXPECT_EQ(v, 0);
+  // A tiny penalty overflowed a positive logit to +inf (then NaN in the softmax, and the last
+  // token sampled whatever the seed): it stays finite, the repeated token first.
+  std::vector<float> n = {1.0f, 20.0f, -1.0f, 30.0f, -0.5f};
+  p.repetition_penalty = 1e-38f;
+  apply_logits_processors(n.data(), 5, p, prompt, output, -1, s);
+  for (float v : n) EXPECT_TRUE(std::isfinite(v)) << v;
+  p.temperature = 1.0f;
+  std::mt19937_64 rng(3);
+  std::vector<std::pair<float, int32_t>> scratch;
+  const int32_t picked = sample_token(n.data(), 5, p, rng, scratch);  // both overflowed: a tie
+  EXPECT_TRUE(picked == 1 || picked == 3) << picked;
 }
 
 TEST(LogitsProcessors, FrequencyAndPresencePenaltiesCountOnlyTheOutput) {

@@ -185,14 +185,19 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("temperature": 1e400)"), 400, "temperature", {"1e400"}},
       {kCmpl, cmpl(R"("temperature": -1e400)"), 400, "temperature", {"1e400"}},
       {kCmpl, cmpl(R"("temperature": 1e300)"), 400, "temperature", {"1e+300"}},
-      {kCmpl, cmpl(R"("top_p": 1e300)"), 400, "top_p", {"inf"}},
+      {kCmpl, cmpl(R"("top_p": 1e300)"), 400, "top_p", {"1e+300", "too large"}},
+      {kCmpl, cmpl(R"("repetition_penalty": 1e300)"), 400, "repetition_penalty", {"1e+300"}},
       // Below a float's smallest magnitude: named as sent (was read, and reported, as 0).
       {kCmpl, cmpl(R"("top_p": 1e-50)"), 400, "top_p", {"1e-50", "32-bit float"}},
       {kChat, chat(R"("temperature": -1e-60)"), 400, "temperature", {"-1e-60"}},
       // Just beyond a bound: a float rounds these onto it (2, 1, -2), which passed.
       {kCmpl, cmpl(R"("temperature": 2.0000000001)"), 400, "temperature", {"2.0000000001"}},
-      {kChat, chat(R"("top_p": 1.0000000001)"), 400, "top_p", {}},
-      {kCmpl, cmpl(R"("presence_penalty": -2.0000000001)"), 400, "presence_penalty", {}},
+      {kChat, chat(R"("top_p": 1.0000000001)"), 400, "top_p", {"1.0000000001"}},
+      {kCmpl, cmpl(R"("presence_penalty": -2.0000000001)"), 400, "presence_penalty",
+       {"-2.0000000001"}},
+      {kCmpl, cmpl(R"("frequency_penalty": 2.0000000001)"), 400, "frequency_penalty",
+       {"2.0000000001"}},
+      {kCmpl, cmpl(R"("min_p": 1.0000000001)"), 400, "min_p", {"1.0000000001"}},
       {kCmpl, cmpl(R"("stream": true, "stream_options": {"x": [1e999]})"), 400,
        "stream_options", {"1e999"}},
       // top_p in (0, 1], top_k <= vocabulary, min_p in [0, 1].
