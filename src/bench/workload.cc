@@ -20,16 +20,6 @@ bool looks_special(const std::string& piece) {
   return parse_byte_piece(piece) < 0;
 }
 
-Status check_random_options(const RandomDatasetOptions& o) {
-  if (o.num_prompts < 1 || o.num_prompts > kMaxNumPrompts)
-    return InvalidArgument("--num-prompts must be in [1, {}], got {}", kMaxNumPrompts,
-                           o.num_prompts);
-  if (o.input_len < 1) return InvalidArgument("--input-len must be >= 1, got {}", o.input_len);
-  if (o.output_len < 1) return InvalidArgument("--output-len must be >= 1, got {}", o.output_len);
-  if (!(o.range_ratio >= 0 && o.range_ratio < 1))
-    return InvalidArgument("--range-ratio must be in [0, 1), got {}", o.range_ratio);
-  return Status::Ok();
-}
 
 /// Parses one dataset entry; `where` names it in errors.
 Expected<BenchRequest> parse_entry(const nlohmann::json& j, const std::string& where) {
@@ -76,6 +66,17 @@ Expected<std::vector<BenchRequest>> parse_dataset_text(const std::string& path,
 }
 
 }  // namespace
+
+Status check_random_options(const RandomDatasetOptions& o) {
+  if (o.num_prompts < 1 || o.num_prompts > kMaxNumPrompts)
+    return InvalidArgument("--num-prompts must be in [1, {}], got {}", kMaxNumPrompts,
+                           o.num_prompts);
+  if (o.input_len < 1) return InvalidArgument("--input-len must be >= 1, got {}", o.input_len);
+  if (o.output_len < 1) return InvalidArgument("--output-len must be >= 1, got {}", o.output_len);
+  if (!(o.range_ratio >= 0 && o.range_ratio < 1))
+    return InvalidArgument("--range-ratio must be in [0, 1), got {}", o.range_ratio);
+  return Status::Ok();
+}
 
 std::vector<int32_t> sampleable_ids(const VocabInfo& vocab) {
   std::vector<int32_t> special = vocab.special_ids;
@@ -151,12 +152,17 @@ Expected<std::vector<BenchRequest>> load_dataset_file(const std::string& path,
   return out;
 }
 
-Expected<std::vector<double>> make_arrival_offsets(int32_t n, const ArrivalOptions& o) {
-  if (n < 0) return InvalidArgument("number of requests must be >= 0, got {}", n);
+Status check_arrival_options(const ArrivalOptions& o) {
   if (!(o.request_rate > 0))
     return InvalidArgument("--request-rate must be > 0 or inf, got {}", o.request_rate);
   if (!(o.burstiness > 0) || std::isinf(o.burstiness))
     return InvalidArgument("--burstiness must be a positive number, got {}", o.burstiness);
+  return Status::Ok();
+}
+
+Expected<std::vector<double>> make_arrival_offsets(int32_t n, const ArrivalOptions& o) {
+  if (n < 0) return InvalidArgument("number of requests must be >= 0, got {}", n);
+  LLMS_RETURN_IF_ERROR(check_arrival_options(o));
   std::vector<double> offsets(static_cast<size_t>(n), 0.0);
   if (std::isinf(o.request_rate)) return offsets;
   // A rate so low that the arrivals would spread over more than a week is a typo (1e-5 for

@@ -66,6 +66,10 @@ struct LengthRange {
 };
 LengthRange length_range(int32_t len, double range_ratio, int32_t min_len);
 
+/// make_random_dataset's checks of `options` alone (no vocabulary needed), e.g. before a
+/// model loads: num_prompts in [1, kMaxNumPrompts], lengths >= 1, range_ratio in [0, 1).
+Status check_random_options(const RandomDatasetOptions& options);
+
 /// Random prompts: BOS first, then uniform ids from the vocabulary minus the special ids.
 /// Deterministic in `options.seed`. Arrival offsets are left at 0.
 /// Errors (InvalidArgument): num_prompts < 1, lengths < 1, range_ratio outside [0, 1),
@@ -94,6 +98,10 @@ struct ArrivalOptions {
 /// `burstiness` and mean 1/request_rate (vLLM's get_request). Errors: rate <= 0, burstiness
 /// <= 0, n < 0, a rate that spreads the n arrivals over more than a week (a typo).
 Expected<std::vector<double>> make_arrival_offsets(int32_t n, const ArrivalOptions& options);
+
+/// make_arrival_offsets' checks that need no request count: rate > 0 (or inf), burstiness
+/// positive and finite.
+Status check_arrival_options(const ArrivalOptions& options);
 
 /// Sets requests[i].arrival_offset_s from make_arrival_offsets.
 Status assign_arrivals(std::vector<BenchRequest>& requests, const ArrivalOptions& options);

@@ -19,6 +19,7 @@
 #include "bench/workload.h"
 #include "cli/commands.h"
 #include "cli/human_int.h"
+#include "cli/parse_errors.h"
 #include "engine/llm_engine.h"
 #include "models/model_file.h"
 
@@ -26,7 +27,11 @@ namespace llmserve::cli {
 
 namespace {
 
+/// --request-rate: a positive decimal number, or inf (std::stod's other spellings of
+/// infinity too), checked as every number flag is (check_number_syntax: no blanks, no hex).
 Expected<double> parse_rate(const std::string& text) {
+  if (std::string bad = decimal_syntax_error(text); !bad.empty())
+    return InvalidArgument("--request-rate: {}", bad);
   double rate = 0;
   try {
     size_t used = 0;
@@ -200,6 +205,12 @@ bool BenchCommand::given(const char* flag) const {
 Status BenchCommand::check_workload_flags() const {
   const BenchWorkloadFlags& f = workload_;
   LLMS_RETURN_IF_ERROR(check_sampling_flags(f.temperature, 1.0f));  // before the model loads
+  // The arrival and length flags too (the workload itself is built after the load).
+  LLMS_ASSIGN_OR_RETURN(const double rate, parse_rate(f.request_rate));
+  LLMS_RETURN_IF_ERROR(bench::check_arrival_options({rate, f.burstiness, config_.seed}));
+  if (f.dataset == "random" && !given("--multi-turn-conversations"))
+    LLMS_RETURN_IF_ERROR(bench::check_random_options(
+        {f.num_prompts, f.input_len, f.output_len, f.range_ratio, config_.seed}));
   const bool prefix_repetition = f.dataset == "prefix_repetition";
   const bool multi_turn = given("--multi-turn-conversations");
   for (const char* flag : {"--prefix-repetition-prefix-len", "--prefix-repetition-suffix-len",

@@ -39,8 +39,11 @@ Expected<int64_t> parse_human_int(const std::string& text) {
   bool decimal = false;
   const int64_t mult = suffix_multiplier(text.back(), &decimal);
   const std::string number = mult != 0 ? text.substr(0, text.size() - 1) : text;
+  // A sign as CLI11's plain integer options take it ("+5", "-1"); a minus only without a
+  // suffix.
   const bool negative = mult == 0 && number.size() > 1 && number[0] == '-';
-  const std::string digits = negative ? number.substr(1) : number;
+  const bool plus = number.size() > 1 && number[0] == '+';
+  const std::string digits = negative || plus ? number.substr(1) : number;
   const size_t dot = digits.find('.');
   const std::string whole = digits.substr(0, dot);
   const std::string frac = dot == std::string::npos ? "" : digits.substr(dot + 1);

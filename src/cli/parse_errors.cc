@@ -101,11 +101,7 @@ std::string plain_message(const CLI::App& cmd, const CLI::ParseError& error) {
                            value);
       // The syntax was checked (check_number_syntax): digits CLI11 cannot convert are out of
       // the option's range, not "not an integer".
-      const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
-      if (value.size() > sign &&
-          std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
-                      [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
-        return fmt::format("{}: '{}' is out of range", name, value);
+      if (is_decimal_integer(value)) return fmt::format("{}: '{}' is out of range", name, value);
       return fmt::format("{}: '{}' is not {}", name, value,
                          type_phrase(opt != nullptr ? opt->get_type_name() : "TEXT"));
     }
@@ -117,6 +113,25 @@ std::string plain_message(const CLI::App& cmd, const CLI::ParseError& error) {
 }
 
 }  // namespace
+
+bool is_decimal_integer(const std::string& value) {
+  const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+  return value.size() > sign &&
+         std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
+                     [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+}
+
+std::string decimal_syntax_error(const std::string& value) {
+  // strtod / strtol (CLI11's conversions, std::stod) skip leading blanks and read hex: " 3"
+  // and "0x10" would become 3 and 16 where a typo was meant.
+  const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+  if (std::any_of(value.begin(), value.end(),
+                  [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }) ||
+      (value.size() > sign + 1 && value[sign] == '0' &&
+       (value[sign + 1] == 'x' || value[sign + 1] == 'X')))
+    return fmt::format("'{}' is not a decimal number", value);
+  return std::string();
+}
 
 void apply_argparse_conventions(CLI::App& app) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -133,22 +148,9 @@ void check_number_syntax(CLI::App& app) {
     opt->check(CLI::Validator(
         [plain_integer, type](std::string& value) -> std::string {
           if (value.empty()) return "needs a number, got an empty value";
-          if (plain_integer) {
-            const size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;
-            if (value.size() == sign ||
-                !std::all_of(value.begin() + static_cast<std::ptrdiff_t>(sign), value.end(),
-                             [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
-              return fmt::format("'{}' is not {}", value, type_phrase(type));
-          }
-          // strtod / strtol (CLI11's conversions) skip leading blanks and read hex: " 3" and
-          // "0x10" would become 3 and 16 where a typo was meant; trailing blanks are refused.
-          const size_t sign = value[0] == '-' || value[0] == '+' ? 1 : 0;
-          if (std::any_of(value.begin(), value.end(),
-                          [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }) ||
-              (value.size() > sign + 1 && value[sign] == '0' &&
-               (value[sign + 1] == 'x' || value[sign + 1] == 'X')))
-            return fmt::format("'{}' is not a decimal number", value);
-          return std::string();
+          if (plain_integer && !is_decimal_integer(value))
+            return fmt::format("'{}' is not {}", value, type_phrase(type));
+          return decimal_syntax_error(value);
         },
         "", "decimal"));
   }

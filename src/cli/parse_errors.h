@@ -21,6 +21,14 @@ void apply_argparse_conventions(CLI::App& app);
 /// where CLI11 would read 0, 3 and 16.
 void check_number_syntax(CLI::App& app);
 
+/// Whether `value` is an optional sign and one or more decimal digits (nothing else).
+bool is_decimal_integer(const std::string& value);
+
+/// "'VALUE' is not a decimal number" when `value` holds a blank or is hex (0x..., which
+/// strtod / strtol read as 16 for "0x10"), else empty: the check check_number_syntax applies,
+/// for options parsed by hand.
+std::string decimal_syntax_error(const std::string& value);
+
 /// argv with vLLM's multi-letter short aliases, which CLI11 cannot declare, spelt long:
 /// `-tp N`, `-tp=N` -> `--tensor-parallel-size N`; `-pp` -> `--pipeline-parallel-size`.
 /// Everything after a bare `--` is left alone.

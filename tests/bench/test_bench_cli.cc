@@ -129,6 +129,20 @@ void expect_error(const std::string& args, const std::string& line) {
   EXPECT_EQ(r.out, "") << args;
 }
 
+// The arrival and length flags are checked before the model loads (its log lines would come
+// first otherwise), --request-rate with the syntax of every number flag (QA: it took "0x10"
+// as 16 and " 1" as 1).
+TEST(BenchCli, WorkloadNumbersAreCheckedBeforeTheModelLoads) {
+  const std::string b = "bench " + model() + " ";
+  expect_error(b + "--request-rate 0x10", "--request-rate: '0x10' is not a decimal number");
+  expect_error(b + "--request-rate ' 1'", "--request-rate: ' 1' is not a decimal number");
+  expect_error(b + "--request-rate 0", "--request-rate: '0' is not a positive number or inf");
+  expect_error(b + "--burstiness 0", "--burstiness must be a positive number, got 0");
+  expect_error(b + "--range-ratio 1", "--range-ratio must be in [0, 1), got 1");
+  expect_error(b + "--num-prompts 2 --output-len 4 --request-rate inf --burstiness inf",
+               "--burstiness must be a positive number, got inf");
+}
+
 TEST(BenchCli, ContradictoryWorkloadFlagsAreOneLineErrors) {
   const std::string b = "bench " + model() + " ";
   expect_error(b + "--multi-turn-turns 2", "--multi-turn-turns needs --multi-turn-conversations");

@@ -16,7 +16,8 @@ TEST(HumanInt, DecimalLowercaseBinaryUppercaseAsVllm) {
       {"1k", 1000},       {"4k", 4000},             {"25.6k", 25600},
       {"1.5m", 1500000},  {"2g", 2000000000},       {"1t", 1000000000000},
       {"1K", 1024},       {"8K", 8192},             {"2M", 2097152},
-      {"1G", 1073741824}, {"1T", 1099511627776},    {"0.5k", 500}};
+      {"1G", 1073741824}, {"1T", 1099511627776},    {"0.5k", 500},
+      {"+4", 4},          {"+4k", 4000}};  // a plus as argparse's int() and CLI11 take it
   for (const auto& [text, want] : ok) {
     auto v = parse_human_int(text);
     ASSERT_TRUE(v.ok()) << text << ": " << v.status().message();
@@ -28,7 +29,7 @@ TEST(HumanInt, RefusalsSayWhy) {
   EXPECT_EQ(parse_human_int("1.5K").status().message(),
             "'1.5K': decimals are not allowed with binary suffixes like K (did you mean 1.5k?)");
   EXPECT_EQ(parse_human_int("1.5555k").status().message(), "'1.5555k' is not a whole number");
-  for (const char* bad : {"", "k", "abc", "4kk", "4 k", "1.5", "4x", "-4k", "1e3", "+4"})
+  for (const char* bad : {"", "k", "abc", "4kk", "4 k", "1.5", "4x", "-4k", "1e3", "+", "++4", "+-4"})
     EXPECT_EQ(parse_human_int(bad).status().message(),
               fmt::format("'{}' is not an integer (e.g. 4096, 4k = 4000, 4K = 4096)", bad))
         << bad;
