@@ -75,8 +75,8 @@ std::optional<ApiError> read_float(const json& body, const char* name, float* ou
                                    d, std::numeric_limits<float>::max()),
                        name);
   if (d != 0 && *out == 0)  // 1e-50 would otherwise be read, and reported, as 0
-    return bad_request(fmt::format("'{}' = {} is too small for a 32-bit float (use 0 or a "
-                                   "magnitude of at least {})",
+    return bad_request(fmt::format("'{}' = {} is too small for a 32-bit float (the smallest "
+                                   "magnitude it holds is {})",
                                    name, d, std::numeric_limits<float>::denorm_min()),
                        name);
   // The ranges validate() checks end at whole numbers (0, 1, 2, -2): a double just beyond one
@@ -244,15 +244,15 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
                                      "got {}", kMaxApiTemperature, t->get<double>()),
                          "temperature");
   }
-  if (auto err = read_float(body, "top_p", &p.top_p)) return err;
   if (auto err = check_range(body, "top_p", 0, 1, true)) return err;
+  if (auto err = read_float(body, "top_p", &p.top_p)) return err;
   if (auto err = read_logprobs(body, chat, &p)) return err;
-  if (auto err = read_float(body, "min_p", &p.min_p)) return err;
   if (auto err = check_range(body, "min_p", 0, 1, false)) return err;
-  if (auto err = read_float(body, "presence_penalty", &p.presence_penalty)) return err;
+  if (auto err = read_float(body, "min_p", &p.min_p)) return err;
   if (auto err = check_range(body, "presence_penalty", -2, 2, false)) return err;
-  if (auto err = read_float(body, "frequency_penalty", &p.frequency_penalty)) return err;
+  if (auto err = read_float(body, "presence_penalty", &p.presence_penalty)) return err;
   if (auto err = check_range(body, "frequency_penalty", -2, 2, false)) return err;
+  if (auto err = read_float(body, "frequency_penalty", &p.frequency_penalty)) return err;
   if (auto err = read_float(body, "repetition_penalty", &p.repetition_penalty)) return err;
   std::optional<int32_t> min_tokens;
   if (auto err = read_int32(body, "min_tokens", &min_tokens)) return err;
@@ -541,12 +541,16 @@ std::optional<ApiError> parse_json_object(std::string_view body, json* out) {
                                    kMaxObjectKeys,
                                    param ? fmt::format(" (in '{}')", *param) : std::string()),
                        param);
-  } catch (const json::out_of_range& e) {  // number overflow
+  } catch (const json::out_of_range& e) {  // number overflow: "... parsing '1e999'"
     std::optional<std::string> param;
     if (!top_key.empty()) param = top_key;
+    const std::string what = e.what();
+    const size_t at = what.find("parsing '");
+    const std::string number =
+        at == std::string::npos ? what : what.substr(at + 9, what.size() - at - 10);
     return bad_request(
-        fmt::format("request body is not valid JSON: {}{}",
-                    top_key.empty() ? "" : fmt::format("'{}': ", top_key), e.what()),
+        fmt::format("request body has a number beyond a 64-bit float's range: {}{}", number,
+                    top_key.empty() ? "" : fmt::format(" (in '{}')", top_key)),
         param);
   } catch (const json::exception& e) {  // parse_error: syntax, invalid UTF-8
     return bad_request(fmt::format("request body is not valid JSON: {}", e.what()));

@@ -182,14 +182,19 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("temperature": -0.01)"), 400, "temperature", {"-0.01"}},
       {kCmpl, cmpl(R"("temperature": 2.01)"), 400, "temperature", {"2.01"}},
       {kChat, chat(R"("temperature": 100)"), 400, "temperature", {"100"}},
-      {kCmpl, cmpl(R"("temperature": 1e400)"), 400, "temperature", {"1e400"}},
+      {kCmpl, cmpl(R"("temperature": 1e400)"), 400, "temperature",
+       {"1e400", "beyond a 64-bit float's range", "(in 'temperature')"}},
       {kCmpl, cmpl(R"("temperature": -1e400)"), 400, "temperature", {"1e400"}},
       {kCmpl, cmpl(R"("temperature": 1e300)"), 400, "temperature", {"1e+300"}},
-      {kCmpl, cmpl(R"("top_p": 1e300)"), 400, "top_p", {"1e+300", "too large"}},
+      {kCmpl, cmpl(R"("top_p": 1e300)"), 400, "top_p", {"1e+300", "(0, 1]"}},
       {kCmpl, cmpl(R"("repetition_penalty": 1e300)"), 400, "repetition_penalty", {"1e+300"}},
       // Below a float's smallest magnitude: named as sent (was read, and reported, as 0).
       {kCmpl, cmpl(R"("top_p": 1e-50)"), 400, "top_p", {"1e-50", "32-bit float"}},
       {kChat, chat(R"("temperature": -1e-60)"), 400, "temperature", {"-1e-60"}},
+      // A range is checked on the number as sent, before its float: not "too small".
+      {kCmpl, cmpl(R"("top_p": -1e-50)"), 400, "top_p", {"-1e-50", "(0, 1]"}},
+      {kCmpl, cmpl(R"("repetition_penalty": 1e-50)"), 400, "repetition_penalty",
+       {"1e-50", "smallest magnitude"}},
       // Just beyond a bound: a float rounds these onto it (2, 1, -2), which passed.
       {kCmpl, cmpl(R"("temperature": 2.0000000001)"), 400, "temperature", {"2.0000000001"}},
       {kChat, chat(R"("top_p": 1.0000000001)"), 400, "top_p", {"1.0000000001"}},
