@@ -208,9 +208,13 @@ Status BenchCommand::check_workload_flags() const {
   // The arrival and length flags too (the workload itself is built after the load).
   LLMS_ASSIGN_OR_RETURN(const double rate, parse_rate(f.request_rate));
   LLMS_RETURN_IF_ERROR(bench::check_arrival_options({rate, f.burstiness, config_.seed}));
-  if (f.dataset == "random" && !given("--multi-turn-conversations"))
+  if (f.dataset == "random" && !given("--multi-turn-conversations")) {
     LLMS_RETURN_IF_ERROR(bench::check_random_options(
         {f.num_prompts, f.input_len, f.output_len, f.range_ratio, config_.seed}));
+    // The request count is known: a rate spreading them over more than a week too.
+    LLMS_RETURN_IF_ERROR(
+        bench::make_arrival_offsets(f.num_prompts, {rate, f.burstiness, config_.seed}).status());
+  }
   const bool prefix_repetition = f.dataset == "prefix_repetition";
   const bool multi_turn = given("--multi-turn-conversations");
   for (const char* flag : {"--prefix-repetition-prefix-len", "--prefix-repetition-suffix-len",

@@ -236,6 +236,11 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   }
   SamplingParams& p = out->params;
   if (const json* t = find_field(body, "temperature")) {
+    // OpenAI's range on the number as sent first (-1e-50 is below it, not a float problem).
+    if (t->is_number() && !(t->get<double>() >= 0.0 && t->get<double>() <= kMaxApiTemperature))
+      return bad_request(fmt::format("'temperature' must be between 0 and {} (OpenAI's range), "
+                                     "got {}", kMaxApiTemperature, t->get<double>()),
+                         "temperature");
     if (auto err = read_float(body, "temperature", &p.temperature)) return err;
     // OpenAI's documented range. `!(a && b)` also rejects NaN; a double beyond float's range
     // (1e300) arrives here as inf. (1e400 overflows the double: parse_json_object's error.)

@@ -141,6 +141,9 @@ TEST(BenchCli, WorkloadNumbersAreCheckedBeforeTheModelLoads) {
   expect_error(b + "--range-ratio 1", "--range-ratio must be in [0, 1), got 1");
   expect_error(b + "--num-prompts 2 --output-len 4 --request-rate inf --burstiness inf",
                "--burstiness must be a positive number, got inf");
+  expect_error(b + "--num-prompts 2 --output-len 4 --request-rate 1e-9",
+               "--request-rate 1e-09 would spread 2 requests over about 1e+09 s (more than a "
+               "week); give a higher rate");
 }
 
 TEST(BenchCli, ContradictoryWorkloadFlagsAreOneLineErrors) {

@@ -185,12 +185,13 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("temperature": 1e400)"), 400, "temperature",
        {"1e400", "beyond a 64-bit float's range", "(in 'temperature')"}},
       {kCmpl, cmpl(R"("temperature": -1e400)"), 400, "temperature", {"1e400"}},
-      {kCmpl, cmpl(R"("temperature": 1e300)"), 400, "temperature", {"1e+300"}},
+      {kCmpl, cmpl(R"("temperature": 1e300)"), 400, "temperature", {"1e+300", "between 0 and 2"}},
       {kCmpl, cmpl(R"("top_p": 1e300)"), 400, "top_p", {"1e+300", "(0, 1]"}},
       {kCmpl, cmpl(R"("repetition_penalty": 1e300)"), 400, "repetition_penalty", {"1e+300"}},
       // Below a float's smallest magnitude: named as sent (was read, and reported, as 0).
       {kCmpl, cmpl(R"("top_p": 1e-50)"), 400, "top_p", {"1e-50", "32-bit float"}},
-      {kChat, chat(R"("temperature": -1e-60)"), 400, "temperature", {"-1e-60"}},
+      {kChat, chat(R"("temperature": -1e-60)"), 400, "temperature", {"-1e-60", "between 0 and 2"}},
+      {kCmpl, cmpl(R"("temperature": 1e-60)"), 400, "temperature", {"1e-60", "32-bit float"}},
       // A range is checked on the number as sent, before its float: not "too small".
       {kCmpl, cmpl(R"("top_p": -1e-50)"), 400, "top_p", {"-1e-50", "(0, 1]"}},
       {kCmpl, cmpl(R"("repetition_penalty": 1e-50)"), 400, "repetition_penalty",
