@@ -241,13 +241,9 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
       return bad_request(fmt::format("'temperature' must be between 0 and {} (OpenAI's range), "
                                      "got {}", kMaxApiTemperature, t->get<double>()),
                          "temperature");
+    // (A double in the range rounds to a float in it; 1e400 overflows the double itself:
+    // parse_json_object's error.)
     if (auto err = read_float(body, "temperature", &p.temperature)) return err;
-    // OpenAI's documented range. `!(a && b)` also rejects NaN; a double beyond float's range
-    // (1e300) arrives here as inf. (1e400 overflows the double: parse_json_object's error.)
-    if (!(p.temperature >= 0.0f && p.temperature <= kMaxApiTemperature))
-      return bad_request(fmt::format("'temperature' must be between 0 and {} (OpenAI's range), "
-                                     "got {}", kMaxApiTemperature, t->get<double>()),
-                         "temperature");
   }
   if (auto err = check_range(body, "top_p", 0, 1, true)) return err;
   if (auto err = read_float(body, "top_p", &p.top_p)) return err;
