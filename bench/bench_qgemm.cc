@@ -10,8 +10,9 @@
 // rotate through copies totalling > 2x the last-level cache, so each call streams its
 // weights from DRAM as a forward pass does. Counters: weight_GBps (the file's bytes of W /
 // time: what the decode roofline counts), pct_bandwidth (of machine_limits()), GMACs.
-// `LLMSERVE_ISA=avx2` forces the AVX2 kernels; `LLMSERVE_BENCH_COPIES=N` sets the number of
-// copies (1: cache-resident weights, the kernels' arithmetic alone).
+// `LLMSERVE_ISA=avx2` forces the plain AVX2 kernels (`avxvnni`: AVX2 with AVX-VNNI);
+// `LLMSERVE_BENCH_COPIES=N` sets the number of copies (1: cache-resident weights, the
+// kernels' arithmetic alone).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

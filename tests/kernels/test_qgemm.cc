@@ -1,7 +1,7 @@
 // The fast quantized GEMM (kernels/quant/qgemm.h: repacked tiles, integer activations, SIMD
 // micro-kernels) against its obviously-correct twin, the scalar recipe reference
 // gemm_quant_recipe_ref, bit for bit: every type, every kernel family this CPU runs (AVX2,
-// AVX-512, AVX-512 VNNI), odd shapes (M = 1 .. 260, i.e. two row blocks; N not a multiple of
+// AVX-VNNI, AVX-512, AVX-512 VNNI), odd shapes (M = 1 .. 260, i.e. two row blocks; N not a multiple of
 // 16; K with a short last chunk), with and without a pool, store / accumulate / epilogue /
 // SwiGLU / mixed-type parts.
 // And the recipe against the exact arithmetic of the stored weights (dequantize, float GEMM):
@@ -36,6 +36,7 @@ using qgemm::QKernels;
 /// The kernel families this CPU can run.
 std::vector<const QKernels*> families() {
   std::vector<const QKernels*> f = {&qgemm::qkernels_avx2()};
+  if (cpu_has_avx_vnni()) f.push_back(&qgemm::qkernels_avxvnni());
   if (cpu_isa() >= CpuIsa::kAvx512) f.push_back(&qgemm::qkernels_avx512());
   if (cpu_has_avx512_vnni()) f.push_back(&qgemm::qkernels_avx512vnni());
   return f;
@@ -239,6 +240,26 @@ TEST(QGemm, FewRowByteKernelsServeTheirTypes) {
     EXPECT_FALSE(k->split_type(DType::kQ8_0)) << k->name;
     EXPECT_FALSE(k->split_type(DType::kQ5_1)) << k->name;
   }
+}
+
+// Which family gemm uses below AVX-512: AVX-VNNI's where the CPU has it, unless switched off
+// (LLMSERVE_ISA=avx2 stands in for a Zen 2/3 without it); the switch cannot turn on what the
+// CPU lacks.
+TEST(QGemm, AvxVnniFamilyIsChosenOnlyWhereAllowedAndPresent) {
+  const CpuIsa native = cpu_isa();
+  const bool vnni = cpu_has_avx_vnni();
+  set_cpu_isa_for_testing(CpuIsa::kAvx2);
+  set_avx_vnni_for_testing(false);
+  EXPECT_FALSE(cpu_has_avx_vnni());
+  EXPECT_STREQ(quant_gemm_isa(), "avx2");
+  set_avx_vnni_for_testing(true);
+  __builtin_cpu_init();
+  const bool hw = __builtin_cpu_supports("avxvnni") != 0;
+  EXPECT_EQ(cpu_has_avx_vnni(), hw);
+  EXPECT_STREQ(quant_gemm_isa(), hw ? "avxvnni" : "avx2");
+  set_cpu_isa_for_testing(native);
+  set_avx_vnni_for_testing(vnni);
+  if (native >= CpuIsa::kAvx512) EXPECT_STRNE(quant_gemm_isa(), "avxvnni");
 }
 
 TEST(QGemm, MixedTypePartsEachInTheirOwnRecipe) {

@@ -22,11 +22,11 @@ CpuIsa cap_from_env(CpuIsa hw) {
   if (env == nullptr) return hw;
   const std::string_view v(env);
   CpuIsa want = hw;
-  if (v == "avx2") want = CpuIsa::kAvx2;
+  if (v == "avx2" || v == "avxvnni") want = CpuIsa::kAvx2;
   else if (v == "avx512") want = CpuIsa::kAvx512;
   else if (v == "avx512bf16") want = CpuIsa::kAvx512Bf16;
   else if (!v.empty())
-    std::fprintf(stderr, "warning: LLMSERVE_ISA='%s' is not avx2, avx512 or avx512bf16; ignored\n",
+    std::fprintf(stderr, "warning: LLMSERVE_ISA='%s' is not avx2, avxvnni, avx512 or avx512bf16; ignored\n",
                  env);
   return want < hw ? want : hw;
 }
@@ -37,6 +37,15 @@ CpuIsa hardware_isa() {
 }
 
 std::atomic<int> g_isa{-1};
+std::atomic<int> g_avx_vnni{-1};
+
+bool hardware_avx_vnni() {
+  static const bool hw = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avxvnni") != 0;
+  }();
+  return hw;
+}
 
 }  // namespace
 
@@ -69,6 +78,20 @@ bool cpu_has_avx512_vnni() {
     return __builtin_cpu_supports("avx512vnni") != 0;
   }();
   return hw && cpu_isa() >= CpuIsa::kAvx512;
+}
+
+bool cpu_has_avx_vnni() {
+  int v = g_avx_vnni.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("LLMSERVE_ISA");
+    v = hardware_avx_vnni() && !(env != nullptr && std::string_view(env) == "avx2") ? 1 : 0;
+    g_avx_vnni.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void set_avx_vnni_for_testing(bool on) {
+  g_avx_vnni.store(on && hardware_avx_vnni() ? 1 : 0, std::memory_order_relaxed);
 }
 
 }  // namespace llmserve

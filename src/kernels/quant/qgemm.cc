@@ -460,7 +460,7 @@ const QKernels& active_kernels() {
   if (const QKernels* k = g_override.load(std::memory_order_relaxed)) return *k;
   if (cpu_isa() >= CpuIsa::kAvx512)
     return cpu_has_avx512_vnni() ? qkernels_avx512vnni() : qkernels_avx512();
-  return qkernels_avx2();
+  return cpu_has_avx_vnni() ? qkernels_avxvnni() : qkernels_avx2();
 }
 
 void set_kernels_for_testing(const QKernels* kernels) {

@@ -70,7 +70,7 @@ void gemm_silu_mul_quant(const float* x, int64_t m, const WeightMatrix& gate_up,
 /// W must be a single quantized type. y[M, N] = result (kStore semantics).
 void gemm_quant_recipe_ref(const float* x, int64_t m, const WeightMatrix& w, float* y);
 
-/// Name of the quantized kernel family in use ("avx512vnni", "avx512", "avx2"), for logs and
+/// Name of the quantized kernel family in use ("avx512vnni", "avx512", "avxvnni", "avx2"), for logs and
 /// benchmark labels.
 const char* quant_gemm_isa();
 

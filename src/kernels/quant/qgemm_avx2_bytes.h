@@ -1,8 +1,8 @@
 // Private to kernels/quant/: the AVX2 few-row kernels that multiply 4-, 5- and 6-bit codes as
-// unsigned bytes (vpmaddubsw) with the 16-bit activation codes split into two signed bytes,
-// so AVX2 does 32 multiply-adds per instruction instead of vpmaddwd's 16 while computing
-// exactly the recipe's integer sums (qgemm.h). Used by qgemm_avx2.cc for Q4_K, Q5_K, Q6_K and
-// Q5_0 calls of at most 4 rows (decode).
+// unsigned bytes (vpmaddubsw, or AVX-VNNI's vpdpbusd) with the 16-bit activation codes split
+// into two signed bytes, so AVX2 does 32 multiply-adds per instruction instead of vpmaddwd's 16
+// while computing exactly the recipe's integer sums (qgemm.h). Used by qgemm_avx2.cc (and
+// qgemm_avxvnni.cc) for Q4_K, Q5_K, Q6_K and Q5_0 calls of at most 4 rows (decode).
 //
 // The split: an activation code a with |a| <= 8191 is a = 64 * hi + lo with lo = a & 63 in
 // [0, 63] and hi = a >> 6 in [-128, 127]. vpmaddubsw sums two code x part products into int16
@@ -36,5 +36,11 @@ void split_acts_avx2(const QActs& a, int64_t r0, int64_t r1);
 void fused_bytes_avx2(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
                       const uint8_t* rec, const RecordLayout& lay, float* facc,
                       const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks);
+
+/// fused_bytes_avx2 with vpdpbusd (int32 sums, no int16 partial sums; same results): only on a
+/// CPU with AVX-VNNI (cpu_has_avx_vnni()).
+void fused_bytes_avxvnni(DType type, int mr, const QActs& a, int64_t row0, int64_t k0, int64_t e,
+                         const uint8_t* rec, const RecordLayout& lay, float* facc,
+                         const uint8_t* pf, const uint8_t* pf_end, int64_t nchunks);
 
 }  // namespace llmserve::qgemm

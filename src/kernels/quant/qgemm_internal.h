@@ -166,9 +166,10 @@ struct QKernels {
 const QKernels& qkernels_avx2();
 const QKernels& qkernels_avx512();
 const QKernels& qkernels_avx512vnni();
+const QKernels& qkernels_avxvnni();  // only when cpu_has_avx_vnni()
 
-/// The kernels gemm_quant uses: the override when set (tests), else chosen from cpu_isa()
-/// and cpu_has_avx512_vnni(). Pass null to clear the override.
+/// The kernels gemm_quant uses: the override when set (tests), else chosen from cpu_isa(),
+/// cpu_has_avx512_vnni() and (below AVX-512) cpu_has_avx_vnni(). Pass null to clear the override.
 const QKernels& active_kernels();
 void set_kernels_for_testing(const QKernels* kernels);
 
