@@ -154,8 +154,7 @@ void bytes_kernel(const QActs& a, int64_t row0, int64_t k0_first, int64_t e,
         #pragma GCC unroll 2
         for (int hh = 0; hh < H; ++hh) bacc[r][hh] = _mm256_setzero_si256();
       for (int64_t u = 0; u < units; ++u) {
-        for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+        prefetch_lines(pf_next, pf_stop, per_unit);
         __m256i h1[H];
         if constexpr (kP1)
           #pragma GCC unroll 2

@@ -104,8 +104,7 @@ void bytes_kernel_512(const QActs& a, int64_t row0, int64_t k0_first, int64_t e,
     #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) bacc[r] = _mm512_setzero_si512();
     for (int64_t u = 0; u < units; ++u) {
-      for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+      prefetch_lines(pf_next, pf_stop, per_unit);
       __m512i h1 = _mm512_setzero_si512();
       if constexpr (kP1) h1 = _mm512_loadu_si512(rec + lay.p1 + u * 64);
       #pragma GCC unroll 2

@@ -2,6 +2,8 @@
 // kernel table of the quantized GEMM (qgemm.h describes the recipe).
 #pragma once
 
+#include <xmmintrin.h>  // _mm_prefetch
+
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -109,6 +111,16 @@ inline RunChunk run_chunk(int64_t i, int64_t k0, int64_t e, const uint8_t* rec,
   const uint8_t* p = pf + i * lay.bytes;
   const int64_t left = pf_end - p;
   return {k0 + i * e, rec + i * lay.bytes, p, left < 0 ? 0 : left < lay.bytes ? left : lay.bytes};
+}
+
+/// Software-prefetches (T0) the next `n` cache lines from `next`, none at or past `stop`, and
+/// advances `next` past them: the fused kernels' per-unit share of a later record. One bound
+/// per call, so the loop is a prefetch, an add and a compare per line (the two-condition loop
+/// it replaces spent ~7 instructions per line, a quarter of a one-row Q4_K kernel's).
+inline void prefetch_lines(const uint8_t*& next, const uint8_t* stop, int64_t n) {
+  const uint8_t* end = next + 64 * n;
+  if (end > stop) end = stop;
+  for (; next < end; next += 64) _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
 }
 
 /// Fills a.bsplit for rows [r0, r1) from a.bsum16, for min sub-blocks of `min_sub` elements.

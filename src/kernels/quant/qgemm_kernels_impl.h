@@ -411,8 +411,7 @@ void fused_kernel(const QActs& a, int64_t row0, int64_t k0_first, int64_t e,
       const uint8_t* pf_next = pf + 64 * pf_first;
       const uint8_t* const pf_stop = pf + 64 * pf_end;
       for (int64_t u = 0; u < units; ++u) {
-        for (int64_t l = 0; l < per_unit && pf_next < pf_stop; ++l, pf_next += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(pf_next), _MM_HINT_T0);
+        prefetch_lines(pf_next, pf_stop, per_unit);
         iv w4[4], h2[2], h1 = V::zero();
         if constexpr (!(Bits == 4 || Bits == 5 || Bits == 6)) w4[0] = w4[1] = w4[2] = w4[3] = h1;
         if constexpr (!(Bits == 2 || Bits == 3 || Bits == 6)) h2[0] = h2[1] = h1;
