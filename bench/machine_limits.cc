@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "bench/roofline.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -76,40 +77,8 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Sums a float range with wide loads (AVX2 baseline: 4 x 256-bit accumulators).
-float sum_range(const float* p, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-  }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
-}
-
-double measure_bandwidth(ThreadPool& pool) {
-  const int64_t n = int64_t{1} << 28;  // 1 GiB of floats
-  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
-  pool.parallel_for(n, [&](int64_t b, int64_t e) { std::fill(buf + b, buf + e, 1.0f); },
-                    1 << 20);
-  double best = 0;
-  std::atomic<float> sink{0};
-  for (int pass = 0; pass < 4; ++pass) {
-    const auto t0 = Clock::now();
-    pool.parallel_for(n / 1024, [&](int64_t b, int64_t e) {
-      const float s = sum_range(buf + b * 1024, (e - b) * 1024);
-      float cur = sink.load();
-      sink.store(cur + s);
-    }, 1);
-    best = std::max(best, n * sizeof(float) / seconds_since(t0) / 1e9);
-  }
-  std::free(buf);
-  return best;
-}
+// The read-bandwidth probe is bench --roofline's (src/bench/roofline.h), over 1 GiB.
+double measure_bandwidth(ThreadPool& pool) { return probe_read_bandwidth(pool, int64_t{1} << 30, 4); }
 
 constexpr int64_t kPeakIters = 20'000'000;
 

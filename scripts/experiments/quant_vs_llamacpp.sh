@@ -4,7 +4,8 @@
 # machine's probed limits. Usage:
 #   scripts/experiments/quant_vs_llamacpp.sh [LLAMA_CPP_BIN_DIR]      (default ../peers/llama.cpp/build/bin)
 # Environment: TYPES (llama-quantize types, or BF16; default "Q4_K_M Q8_0 Q6_K Q5_0"), REPEAT (2),
-# THREADS (2), ISA (empty = the best this CPU has; avx2 forces llmserve's AVX2 kernels),
+# THREADS (2), ISA (empty = the best this CPU has; avx2 forces llmserve's plain AVX2 kernels,
+# avxvnni its AVX2 kernels with AVX-VNNI),
 # WORK (/tmp/llmserve-quant: model files and raw results), SERVE32=1 adds the 32-request
 # serving row (llmserve serve vs llama-server, same client: llmserve bench serve), PRESET
 # (make-model preset, default bench-250m; tinyllama-1.1b for the 1.1B shapes).
@@ -45,12 +46,11 @@ for t in $TYPES; do
       > "$WORK/$t.$TAG.$i.llama.json" 2> "$WORK/$t.$TAG.$i.llama.log"
     # llmserve: one stream, 16 prompt + 128 generated tokens (decode = 1 / TPOT), and one
     # 512-token prompt (prefill = 512 / TTFT).
-    # The decode row's roofline uses probes taken just before and just after it (a few seconds
-    # apart): this shared machine's bandwidth moves 40-60 GB/s between phases of a session.
-    probe "$t.$TAG.$i.before-decode"
+    # The decode row's roofline: bench --roofline probes the bandwidth in the same process just
+    # before and just after the timed decode (this shared machine's bandwidth moves 35-65 GB/s
+    # between phases of a session, within seconds).
     LLMSERVE_ISA=$ISA "$BIN/llmserve" bench "$f" "${COMMON[@]}" --num-prompts 1 --input-len 16 \
-      --output-len 128 --json > "$WORK/$t.$TAG.$i.decode.json" 2> "$WORK/$t.$TAG.$i.decode.log"
-    probe "$t.$TAG.$i.after-decode"
+      --output-len 128 --roofline --json > "$WORK/$t.$TAG.$i.decode.json" 2> "$WORK/$t.$TAG.$i.decode.log"
     LLMSERVE_ISA=$ISA "$BIN/llmserve" bench "$f" "${COMMON[@]}" --num-prompts 1 --input-len 512 \
       --output-len 1 --json > "$WORK/$t.$TAG.$i.prefill.json" 2> "$WORK/$t.$TAG.$i.prefill.log"
   done
@@ -93,7 +93,6 @@ for t in types:
     bpt = json.load(open(f"{work}/{preset}-{t}.inspect.json"))["decode_bytes_per_token"]
     rows = []
     for i in range(1, repeat + 1):
-        bw = (probe(f"{t}.{tag}.{i}.before-decode") + probe(f"{t}.{tag}.{i}.after-decode")) / 2
         ll = json.load(open(f"{work}/{t}.{tag}.{i}.llama.json"))
         lpp = next(r["avg_ts"] for r in ll if r["n_prompt"] > 0 and r["n_gen"] == 0)
         ltg = next(r["avg_ts"] for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)
@@ -101,7 +100,7 @@ for t in types:
         p = json.load(open(f"{work}/{t}.{tag}.{i}.prefill.json"))
         tg = 1e3 / d["tpot_ms"]["median"]
         pp = 512 / (p["ttft_ms"]["median"] / 1e3)
-        roof = bw * 1e9 / bpt
+        roof = d["decode_roofline"]["roofline_tok_s"]  # bench --roofline: probes beside the decode
         rows.append((ltg, tg, tg / ltg, roof, tg / roof, lpp, pp, pp / lpp))
     def cell(k, fmt):
         xs = [r[k] for r in rows]

@@ -14,12 +14,15 @@
 #include "bench/multi_turn.h"
 #include "bench/prefix_repetition.h"
 #include "bench/progress.h"
+#include "bench/roofline.h"
 #include "bench/runner.h"
 #include "bench/timeline_svg.h"
 #include "bench/workload.h"
 #include "cli/commands.h"
 #include "cli/human_int.h"
 #include "cli/parse_errors.h"
+#include "cli/weight_cost.h"
+#include "common/thread_pool.h"
 #include "engine/llm_engine.h"
 #include "models/model_file.h"
 
@@ -72,11 +75,23 @@ Expected<std::vector<bench::BenchRequest>> make_workload(const BenchWorkloadFlag
   return reqs;
 }
 
-void print_results(const bench::RunResult& run, bool json) {
+/// `roofline`: bench --roofline's figures (null: none), under "decode_roofline" in the JSON.
+void print_results(const bench::RunResult& run, bool json,
+                   const bench::DecodeRoofline* roofline = nullptr) {
   const bench::BenchMetrics m = bench::compute_metrics(run);
-  if (json) std::cout << bench::metrics_to_json(m).dump() << std::endl;
-  else std::cout << bench::format_metrics_table(m, "Serving Benchmark Result") << std::flush;
+  if (json) {
+    nlohmann::json j = bench::metrics_to_json(m);
+    if (roofline) j["decode_roofline"] = bench::roofline_to_json(*roofline, m);
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  std::cout << bench::format_metrics_table(m, "Serving Benchmark Result");
+  if (roofline) std::cout << bench::format_roofline_table(*roofline, m);
+  std::cout << std::flush;
 }
+
+/// bench --roofline's probe buffer: far beyond any last-level cache, small beside a model.
+constexpr int64_t kRooflineProbeBytes = int64_t{512} << 20;
 
 /// Prints the first failed request's error on stderr (bench serve).
 void report_failures(const bench::RunResult& run) {
@@ -101,6 +116,10 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
   add_workload_flags(*cmd_);
   cmd_->add_option("--timeline", timeline_path_,
                    "Write the schedule (requests x engine steps) as an SVG file");
+  cmd_->add_flag("--roofline", roofline_,
+                 "Compare one stream's decode (1 / median TPOT) with the weight-bytes roofline: "
+                 "the read bandwidth, probed just before and just after the run (512 MiB), over "
+                 "the bytes a token reads (inspect's decode_bytes_per_token); needs --num-prompts 1");
   cmd_->require_subcommand(0, 1);
 
   serve_ = cmd_->add_subcommand(
@@ -273,6 +292,14 @@ Status BenchCommand::check_workload_flags() const {
 }
 
 int BenchCommand::run() {
+  if (serve_->parsed())  // flags of `bench` given before `serve`
+    for (const auto& [flag, set] : {std::pair{"--roofline", roofline_}, std::pair{"--timeline", !timeline_path_.empty()}})
+      if (set)
+        return fail(InvalidArgument("{} applies to the in-process bench (bench MODEL), not bench serve", flag));
+  if (roofline_ && (workload_.dataset != "random" || given("--multi-turn-conversations") ||
+                    workload_.num_prompts != 1))
+    return fail(InvalidArgument("--roofline measures one stream's decode: use the random dataset "
+                                "with --num-prompts 1"));
   if (Status st = check_workload_flags(); !st.ok()) return fail(st);
   if (serve_->parsed()) return run_serve();
   return run_in_process();
@@ -294,6 +321,21 @@ int BenchCommand::run_in_process() {
                             &tok, /*as_text=*/false);
   if (!reqs.ok()) return fail(reqs.status());
 
+  // --roofline: the bytes a token reads, and the bandwidth just before and after the run.
+  std::optional<bench::DecodeRoofline> roofline;
+  std::unique_ptr<ThreadPool> probe_pool;
+  if (roofline_) {
+    auto file = ModelFile::open(config_.model_path);
+    if (!file.ok()) return fail(file.status());
+    auto cost = planned_weight_cost(**file, config_.quantization);
+    if (!cost.ok()) return fail(cost.status());
+    roofline.emplace();
+    roofline->bytes_per_token = cost->decode_bytes_per_token;
+    probe_pool = std::make_unique<ThreadPool>(config_.num_threads > 0 ? config_.num_threads
+                                                                      : ThreadPool::physical_cores());
+    roofline->bandwidth_before_gbs = bench::probe_read_bandwidth(*probe_pool, kRooflineProbeBytes, 4);
+  }
+
   bench::ProgressBar bar;
   bench::RunOptions opts;
   opts.temperature = workload_.temperature;
@@ -301,11 +343,13 @@ int BenchCommand::run_in_process() {
   auto run = bench::run_in_process(engine, *reqs, opts);
   bar.finish();
   if (!run.ok()) return fail(run.status());
+  if (roofline)
+    roofline->bandwidth_after_gbs = bench::probe_read_bandwidth(*probe_pool, kRooflineProbeBytes, 4);
   if (!timeline_path_.empty()) {
     if (Status st = bench::write_timeline_svg(timeline_path_, *run, command_line_); !st.ok())
       return fail(st);
   }
-  print_results(*run, workload_.json);
+  print_results(*run, workload_.json, roofline ? &*roofline : nullptr);
   return 0;
 }
 

@@ -274,6 +274,7 @@ class BenchCommand {
   BenchWorkloadFlags workload_;
   std::vector<CLI::Option*> num_prompts_opts_;  // --num-prompts of bench and bench serve
   std::string timeline_path_;
+  bool roofline_ = false;  // --roofline
   // bench serve
   std::string url_;
   std::string served_model_;   // model name sent to the server ("" = ask /v1/models)

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/human_int.h"
+#include "cli/weight_cost.h"
 #include "models/model.h"
 #include "common/check.h"
 #include "models/model_file.h"
@@ -111,83 +112,6 @@ nlohmann::json capacity_json(const KvCapacity& c) {
           {"blocks", c.blocks},
           {"tokens", c.tokens},
           {"sequences", c.sequences}};
-}
-
-/// Tensors of one dtype in the checkpoint.
-struct TypeUsage {
-  DType dtype;
-  int64_t tensors = 0, params = 0, bytes = 0;
-};
-
-/// What the weights cost: per-type totals (in DType order), the bits per weight of the weight
-/// matrices (every tensor of 2+ dimensions, token embedding included), and the decode
-/// roofline's bytes per token: every weight matrix read once (the token embedding only when it
-/// is also the lm_head) plus one embedding row, as stored in the file.
-struct WeightCost {
-  std::vector<TypeUsage> types;
-  double matrix_bits_per_weight = 0;
-  int64_t decode_bytes_per_token = 0;
-  int64_t total_bytes = 0;  // every tensor
-  // Mixture of experts: the expert matrices' totals, and what one token reads of them (its
-  // n_experts_used of n_experts, counted in decode_bytes_per_token instead of all of them).
-  int64_t expert_params = 0, expert_bytes = 0, active_expert_params = 0, active_expert_bytes = 0;
-};
-
-/// A routed expert's weights: llama.cpp's stacked blk.N.ffn_*_exps, the older per-expert
-/// blk.N.ffn_*.E.weight, or HF mlp.experts.E.* (Mixtral: block_sparse_moe.experts.E.*).
-bool is_expert_tensor(const std::string& name) {
-  if (name.find("_exps.") != std::string::npos || name.find("mlp.experts.") != std::string::npos ||
-      name.find("block_sparse_moe.experts.") != std::string::npos)
-    return true;
-  int layer = 0, expert = 0, n = 0;
-  char what[16];
-  return std::sscanf(name.c_str(), "blk.%d.ffn_%15[a-z].%d.weight%n", &layer, what, &expert, &n) == 3 &&
-         n == static_cast<int>(name.size());
-}
-
-/// `types`: tensors whose type --quantization would change (the rest as stored).
-WeightCost weight_cost(const ModelFile& mf, const std::map<const TensorView*, DType>& types) {
-  WeightCost c;
-  std::vector<TypeUsage> by_type(kNumDTypes);
-  const TensorView* emb = mf.find_tensor("token_embd.weight");
-  const bool tied = mf.config().tie_word_embeddings;
-  int64_t matrix_params = 0, matrix_bytes = 0;
-  auto type_of = [&types](const TensorView* t) {
-    const auto it = types.find(t);
-    return it != types.end() ? it->second : t->dtype;
-  };
-  for (const TensorView* t : mf.tensors()) {
-    const DType type = type_of(t);
-    // A 1-D tensor keeps its type; a matrix of n rows has n rows of whole blocks.
-    const int64_t bytes = type == t->dtype
-                              ? static_cast<int64_t>(t->nbytes)
-                              : t->numel() / t->shape.back() * dtype_row_bytes(type, t->shape.back());
-    TypeUsage& u = by_type[static_cast<size_t>(type)];
-    u.dtype = type;
-    ++u.tensors;
-    u.params += t->numel();
-    u.bytes += bytes;
-    c.total_bytes += bytes;
-    if (t->shape.size() < 2) continue;
-    matrix_params += t->numel();
-    matrix_bytes += bytes;
-    const ModelConfig& cfg = mf.config();
-    if (cfg.is_moe() && is_expert_tensor(t->name)) {
-      c.expert_params += t->numel();
-      c.expert_bytes += bytes;
-      c.active_expert_params += t->numel() / cfg.n_experts * cfg.n_experts_used;
-      c.active_expert_bytes += bytes / cfg.n_experts * cfg.n_experts_used;
-      c.decode_bytes_per_token += bytes / cfg.n_experts * cfg.n_experts_used;
-      continue;
-    }
-    if (t != emb || tied) c.decode_bytes_per_token += bytes;
-  }
-  if (emb != nullptr && !emb->shape.empty())
-    c.decode_bytes_per_token += dtype_row_bytes(type_of(emb), emb->shape.back());
-  for (const TypeUsage& u : by_type)
-    if (u.tensors > 0) c.types.push_back(u);
-  c.matrix_bits_per_weight = matrix_params > 0 ? 8.0 * double(matrix_bytes) / double(matrix_params) : 0;
-  return c;
 }
 
 /// Prints rows of (label, value) with the values aligned in one column.
