@@ -254,6 +254,11 @@ std::optional<ApiError> read_options(const json& body, bool chat, GenerationOpti
   if (auto err = read_float(body, "presence_penalty", &p.presence_penalty)) return err;
   if (auto err = check_range(body, "frequency_penalty", -2, 2, false)) return err;
   if (auto err = read_float(body, "frequency_penalty", &p.frequency_penalty)) return err;
+  // vLLM's repetition_penalty: > 0, 1 = off (CTRL's division of seen tokens' logits); checked
+  // on the number as sent, as the ranges above.
+  if (const json* r = find_field(body, "repetition_penalty"); r && r->is_number() && !(r->get<double>() > 0))
+    return bad_request(fmt::format("'repetition_penalty' must be > 0 (1 = off), got {}", r->get<double>()),
+                       "repetition_penalty");
   if (auto err = read_float(body, "repetition_penalty", &p.repetition_penalty)) return err;
   std::optional<int32_t> min_tokens;
   if (auto err = read_int32(body, "min_tokens", &min_tokens)) return err;

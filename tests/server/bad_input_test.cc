@@ -220,7 +220,11 @@ std::vector<BadCase> value_cases() {
       {kCmpl, cmpl(R"("presence_penalty": 2.5)"), 400, "presence_penalty", {"2.5"}},
       {kCmpl, cmpl(R"("frequency_penalty": -2.5)"), 400, "frequency_penalty", {"-2.5"}},
       {kCmpl, cmpl(R"("frequency_penalty": 1e400)"), 400, "frequency_penalty", {}},
-      {kCmpl, cmpl(R"("repetition_penalty": 0)"), 400, "repetition_penalty", {"0"}},
+      {kCmpl, cmpl(R"("repetition_penalty": 0)"), 400, "repetition_penalty", {"0", "must be > 0"}},
+      // Named quoted, with the value as sent (was validate()'s float: -2.0000002).
+      {kCmpl, cmpl(R"("repetition_penalty": -2.0000001)"), 400, "repetition_penalty",
+       {"'repetition_penalty' must be > 0", "-2.0000001"}},
+      {kChat, chat(R"("repetition_penalty": -1e-50)"), 400, "repetition_penalty", {"-1e-50", "> 0"}},
       {kCmpl, cmpl(R"("repetition_penalty": 1e400)"), 400, "repetition_penalty", {}},
       {kCmpl, cmpl(R"("min_tokens": -1)"), 400, "min_tokens", {"-1"}},
       {kCmpl, cmpl(R"("min_tokens": 5, "max_tokens": 4)"), 400, "min_tokens", {"5", "4"}},
