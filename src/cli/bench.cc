@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <utility>
 
 #include "bench/http_client.h"
@@ -92,6 +93,17 @@ void print_results(const bench::RunResult& run, bool json,
 
 /// bench --roofline's probe buffer: far beyond any last-level cache, small beside a model.
 constexpr int64_t kRooflineProbeBytes = int64_t{512} << 20;
+
+/// bench::probe_read_bandwidth over kRooflineProbeBytes; a buffer that cannot be allocated is
+/// an error, not an abort.
+Expected<double> roofline_probe(ThreadPool& pool) {
+  try {
+    return bench::probe_read_bandwidth(pool, kRooflineProbeBytes, 4);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("--roofline: cannot allocate the {} MiB bandwidth probe buffer",
+                             kRooflineProbeBytes >> 20);
+  }
+}
 
 /// Prints the first failed request's error on stderr (bench serve).
 void report_failures(const bench::RunResult& run) {
@@ -333,7 +345,9 @@ int BenchCommand::run_in_process() {
     roofline->bytes_per_token = cost->decode_bytes_per_token;
     probe_pool = std::make_unique<ThreadPool>(config_.num_threads > 0 ? config_.num_threads
                                                                       : ThreadPool::physical_cores());
-    roofline->bandwidth_before_gbs = bench::probe_read_bandwidth(*probe_pool, kRooflineProbeBytes, 4);
+    auto bw = roofline_probe(*probe_pool);
+    if (!bw.ok()) return fail(bw.status());
+    roofline->bandwidth_before_gbs = *bw;
   }
 
   bench::ProgressBar bar;
@@ -343,8 +357,11 @@ int BenchCommand::run_in_process() {
   auto run = bench::run_in_process(engine, *reqs, opts);
   bar.finish();
   if (!run.ok()) return fail(run.status());
-  if (roofline)
-    roofline->bandwidth_after_gbs = bench::probe_read_bandwidth(*probe_pool, kRooflineProbeBytes, 4);
+  if (roofline) {
+    auto bw = roofline_probe(*probe_pool);
+    if (!bw.ok()) return fail(bw.status());
+    roofline->bandwidth_after_gbs = *bw;
+  }
   if (!timeline_path_.empty()) {
     if (Status st = bench::write_timeline_svg(timeline_path_, *run, command_line_); !st.ok())
       return fail(st);
