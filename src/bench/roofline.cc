@@ -96,7 +96,12 @@ std::string format_roofline_table(const DecodeRoofline& r, const BenchMetrics& m
       fmt::format("{:.1f} / {:.1f}", r.bandwidth_before_gbs, r.bandwidth_after_gbs));
   row(out, "Roofline (tok/s):", fmt::format("{:.1f}", roof));
   row(out, "Decode, 1 / median TPOT (tok/s):", d ? fmt::format("{:.1f}", *d) : "n/a");
-  row(out, "Decode / roofline:", d && roof > 0 ? fmt::format("{:.1f}%", *d / roof * 100) : "n/a");
+  std::string frac = "n/a";
+  if (d && roof > 0) {
+    frac = fmt::format("{:.1f}%", *d / roof * 100);
+    if (*d > roof) frac += " (above: the weights fit in the cache)";
+  }
+  row(out, "Decode / roofline:", frac);
   out += fmt::format("{:=^50}\n", "");
   return out;
 }

@@ -131,7 +131,9 @@ BenchCommand::BenchCommand(CLI::App& app, std::string command_line)
   cmd_->add_flag("--roofline", roofline_,
                  "Compare one stream's decode (1 / median TPOT) with the weight-bytes roofline: "
                  "the read bandwidth, probed just before and just after the run (512 MiB), over "
-                 "the bytes a token reads (inspect's decode_bytes_per_token); needs --num-prompts 1");
+                 "the bytes a token reads (inspect's decode_bytes_per_token, after --quantization "
+                 "and --dtype); needs --num-prompts 1 and the random dataset. Weights that fit in "
+                 "the cache can run above this DRAM roofline");
   cmd_->require_subcommand(0, 1);
 
   serve_ = cmd_->add_subcommand(
@@ -308,10 +310,18 @@ int BenchCommand::run() {
     for (const auto& [flag, set] : {std::pair{"--roofline", roofline_}, std::pair{"--timeline", !timeline_path_.empty()}})
       if (set)
         return fail(InvalidArgument("{} applies to the in-process bench (bench MODEL), not bench serve", flag));
-  if (roofline_ && (workload_.dataset != "random" || given("--multi-turn-conversations") ||
-                    workload_.num_prompts != 1))
-    return fail(InvalidArgument("--roofline measures one stream's decode: use the random dataset "
-                                "with --num-prompts 1"));
+  if (roofline_) {  // one stream's decode
+    if (given("--multi-turn-conversations"))
+      return fail(InvalidArgument("--roofline does not apply to --multi-turn-conversations (it "
+                                  "measures one stream's decode)"));
+    if (workload_.dataset != "random")
+      return fail(InvalidArgument("--roofline needs the random dataset (one stream of "
+                                  "--input-len + --output-len tokens), not --dataset {}",
+                                  workload_.dataset));
+    if (workload_.num_prompts != 1)
+      return fail(InvalidArgument("--roofline measures one stream's decode: use --num-prompts 1 "
+                                  "(got {})", workload_.num_prompts));
+  }
   if (Status st = check_workload_flags(); !st.ok()) return fail(st);
   if (serve_->parsed()) return run_serve();
   return run_in_process();
@@ -339,7 +349,7 @@ int BenchCommand::run_in_process() {
   if (roofline_) {
     auto file = ModelFile::open(config_.model_path);
     if (!file.ok()) return fail(file.status());
-    auto cost = planned_weight_cost(**file, config_.quantization);
+    auto cost = planned_weight_cost(**file, config_.quantization, config_.dtype);
     if (!cost.ok()) return fail(cost.status());
     roofline.emplace();
     roofline->bytes_per_token = cost->decode_bytes_per_token;

@@ -138,8 +138,8 @@ InspectCommand::InspectCommand(CLI::App& app) {
                    "length)")
       ->transform(human_int(1));
   cmd_->add_option("--dtype", dtype_,
-                   "Weight dtype serve would run with (as serve's --dtype): decides what "
-                   "--kv-cache-dtype auto means")
+                   "Weight dtype serve would run with (as serve's --dtype): the float matrices' "
+                   "type (bytes, decode roofline) and what --kv-cache-dtype auto means")
       ->check(dtype_validator())
       ->capture_default_str();
   cmd_->add_option("--kv-cache-dtype", kv_cache_dtype_,
@@ -181,7 +181,7 @@ int InspectCommand::run() {
   const ModelConfig& c = mf.config();
 
   // --quantization: what apply_quantization would replace (its checks and errors), converting
-  // nothing.
+  // nothing; then what --dtype converts.
   std::map<const TensorView*, DType> planned;
   std::optional<QuantizationPlan> qplan;
   if (!quantization_.empty()) {
@@ -190,6 +190,8 @@ int InspectCommand::run() {
     qplan = std::move(*plan);
     for (const TensorPlan& p : qplan->changes) planned[p.tensor] = p.type;
   }
+  // --dtype: the float matrices it converts (bytes per token and types as loaded).
+  if (*dtype_flag) plan_dtype_conversion(mf, **dtype_flag, planned);
   int64_t params = 0;
   for (const TensorView* t : mf.tensors()) params += t->numel();
   const WeightCost cost = weight_cost(mf, planned);

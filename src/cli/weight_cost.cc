@@ -60,12 +60,20 @@ WeightCost weight_cost(const ModelFile& mf, const std::map<const TensorView*, DT
   return c;
 }
 
-Expected<WeightCost> planned_weight_cost(const ModelFile& mf, std::string_view quantization) {
+void plan_dtype_conversion(const ModelFile& mf, DType dtype, std::map<const TensorView*, DType>& planned) {
+  for (const TensorView* t : mf.tensors())
+    if (t->shape.size() >= 2 && is_float_dtype(t->dtype) && t->dtype != dtype && !planned.count(t))
+      planned[t] = dtype;
+}
+
+Expected<WeightCost> planned_weight_cost(const ModelFile& mf, std::string_view quantization,
+                                         std::optional<DType> dtype) {
   std::map<const TensorView*, DType> planned;
   if (!quantization.empty()) {
     LLMS_ASSIGN_OR_RETURN(const QuantizationPlan plan, plan_quantization_flag(mf, quantization));
     for (const TensorPlan& p : plan.changes) planned[p.tensor] = p.type;
   }
+  if (dtype) plan_dtype_conversion(mf, *dtype, planned);
   return weight_cost(mf, planned);
 }
 

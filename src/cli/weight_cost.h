@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,8 +42,15 @@ bool is_expert_tensor(const std::string& name);
 /// `types`: tensors whose type --quantization would change (the rest as stored).
 WeightCost weight_cost(const ModelFile& mf, const std::map<const TensorView*, DType>& types);
 
-/// weight_cost with the types `--quantization VALUE` would give at load (empty: as stored);
-/// plan_quantization_flag's errors.
-Expected<WeightCost> planned_weight_cost(const ModelFile& mf, std::string_view quantization);
+/// Adds to `planned` the tensors `--dtype dtype` converts at load: every float tensor of 2+
+/// dimensions in another float type and not already planned (norms and biases stay as they
+/// are, as models/weight_loader.h converts them).
+void plan_dtype_conversion(const ModelFile& mf, DType dtype, std::map<const TensorView*, DType>& planned);
+
+/// weight_cost with the types the engine would load: `--quantization VALUE`'s (empty: none;
+/// plan_quantization_flag's errors), then `--dtype`'s conversion (nullopt: none;
+/// plan_dtype_conversion).
+Expected<WeightCost> planned_weight_cost(const ModelFile& mf, std::string_view quantization,
+                                         std::optional<DType> dtype);
 
 }  // namespace llmserve::cli

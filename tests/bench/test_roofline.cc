@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,10 @@ TEST(Roofline, FiguresFromTheProbesAndTheMedianTpot) {
   EXPECT_NE(table.find("500.0"), std::string::npos) << table;     // MB per token
   EXPECT_NE(table.find("40.0 / 60.0"), std::string::npos) << table;
   EXPECT_NE(table.find("80.0%"), std::string::npos) << table;
+  EXPECT_EQ(table.find("fit in the cache"), std::string::npos) << table;
+  m.tpot_ms.median = 5.0;  // 200 tok/s: above the DRAM roofline, said so
+  EXPECT_NE(format_roofline_table(r, m).find("200.0% (above: the weights fit in the cache)"),
+            std::string::npos) << format_roofline_table(r, m);
 }
 
 TEST(Roofline, NoTpotSampleGivesNullsNotInfinity) {
@@ -60,8 +65,9 @@ TEST(Roofline, NoTpotSampleGivesNullsNotInfinity) {
   EXPECT_EQ(DecodeRoofline{}.roofline_tok_s(), 0.0);  // no bytes: no roofline, not a division by 0
 }
 
-std::string run_stdout(const std::string& args, int* code) {
-  const std::string cmd = std::string(LLMSERVE_BIN) + " " + args + " 2>/dev/null";
+/// The CLI's stdout (`stderr`: its stderr instead) and exit code.
+std::string run_stdout(const std::string& args, int* code, bool stderr = false) {
+  const std::string cmd = std::string(LLMSERVE_BIN) + " " + args + (stderr ? " 2>&1 >/dev/null" : " 2>/dev/null");
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return out;
@@ -105,16 +111,33 @@ TEST(Roofline, BenchDividesByInspectsBytesPerToken) {
   const int64_t q_bytes = nlohmann::json::parse(q)["decode_roofline"]["bytes_per_token"].get<int64_t>();
   EXPECT_EQ(q_bytes, nlohmann::json::parse(qi)["decode_bytes_per_token"].get<int64_t>());
   EXPECT_LT(q_bytes, nlohmann::json::parse(fi)["decode_bytes_per_token"].get<int64_t>() / 3);
+  // --dtype bf16 converts the float matrices at load: half their bytes, in bench and inspect.
+  const std::string b = run_stdout("bench " + f32 + " --max-model-len 256 --num-prompts 1 --input-len 8 "
+                                   "--output-len 8 --roofline --json --dtype bf16", &code);
+  ASSERT_EQ(code, 0) << b;
+  const std::string bi = run_stdout("inspect " + f32 + " --json --dtype bf16", &code);
+  ASSERT_EQ(code, 0) << bi;
+  const int64_t b_bytes = nlohmann::json::parse(b)["decode_roofline"]["bytes_per_token"].get<int64_t>();
+  const int64_t f_bytes = nlohmann::json::parse(fi)["decode_bytes_per_token"].get<int64_t>();
+  EXPECT_EQ(b_bytes, nlohmann::json::parse(bi)["decode_bytes_per_token"].get<int64_t>());
+  EXPECT_EQ(b_bytes, f_bytes / 2);  // every matrix f32 -> bf16, the embedding row too
 }
 
 TEST(Roofline, BenchRefusesWorkloadsThatAreNotOneStream) {
   const std::string model = std::string(LLMSERVE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
-  for (const std::string args : {"bench " + model + " --roofline",  // default 100 prompts
-                                 "bench " + model + " --roofline --num-prompts 1 --dataset prefix_repetition",
-                                 std::string("bench --roofline serve --url http://127.0.0.1:9")}) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"bench " + model + " --roofline", "use --num-prompts 1 (got 100)"},  // the default
+      {"bench " + model + " --roofline --num-prompts 1 --dataset prefix_repetition",
+       "needs the random dataset"},
+      {"bench " + model + " --roofline --num-prompts 1 --multi-turn-conversations 2",
+       "does not apply to --multi-turn-conversations"},
+      {"bench --roofline serve --url http://127.0.0.1:9", "not bench serve"}};
+  for (const auto& [args, message] : cases) {
     int code = -1;
-    run_stdout(args, &code);
+    const std::string err = run_stdout(args, &code, /*stderr=*/true);
     EXPECT_EQ(code, 1) << args;
+    EXPECT_NE(err.find("error: --"), std::string::npos) << args << ": " << err;
+    EXPECT_NE(err.find(message), std::string::npos) << args << ": " << err;
   }
 }
 
