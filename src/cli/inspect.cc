@@ -190,11 +190,13 @@ int InspectCommand::run() {
     qplan = std::move(*plan);
     for (const TensorPlan& p : qplan->changes) planned[p.tensor] = p.type;
   }
-  // --dtype: the float matrices it converts (bytes per token and types as loaded).
-  if (*dtype_flag) plan_dtype_conversion(mf, **dtype_flag, planned);
+  // The cost as loaded: with --dtype's conversion of the float matrices too (weight_dtype
+  // below stays the file's, after --quantization).
+  std::map<const TensorView*, DType> loaded = planned;
+  if (*dtype_flag) plan_dtype_conversion(mf, **dtype_flag, loaded);
   int64_t params = 0;
   for (const TensorView* t : mf.tensors()) params += t->numel();
-  const WeightCost cost = weight_cost(mf, planned);
+  const WeightCost cost = weight_cost(mf, loaded);
   const int64_t weight_bytes = cost.total_bytes;
 
   // As LLMEngine::init: auto = auto_kv_dtype, the model's dtype after --dtype (f16 for quantized
