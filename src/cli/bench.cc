@@ -307,9 +307,11 @@ Status BenchCommand::check_workload_flags() const {
 
 int BenchCommand::run() {
   if (serve_->parsed())  // flags of `bench` given before `serve`
-    for (const auto& [flag, set] : {std::pair{"--roofline", roofline_}, std::pair{"--timeline", !timeline_path_.empty()}})
+    for (const auto& [flag, set] : {std::pair{"--roofline", roofline_},
+                                    std::pair{"--timeline", !timeline_path_.empty()}})
       if (set)
-        return fail(InvalidArgument("{} applies to the in-process bench (bench MODEL), not bench serve", flag));
+        return fail(InvalidArgument(
+            "{} applies to the in-process bench (bench MODEL), not bench serve", flag));
   if (roofline_) {  // one stream's decode
     if (given("--multi-turn-conversations"))
       return fail(InvalidArgument("--roofline does not apply to --multi-turn-conversations (it "

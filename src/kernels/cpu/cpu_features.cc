@@ -26,7 +26,8 @@ CpuIsa cap_from_env(CpuIsa hw) {
   else if (v == "avx512") want = CpuIsa::kAvx512;
   else if (v == "avx512bf16") want = CpuIsa::kAvx512Bf16;
   else if (!v.empty())
-    std::fprintf(stderr, "warning: LLMSERVE_ISA='%s' is not avx2, avxvnni, avx512 or avx512bf16; ignored\n",
+    std::fprintf(stderr,
+                 "warning: LLMSERVE_ISA='%s' is not avx2, avxvnni, avx512 or avx512bf16; ignored\n",
                  env);
   return want < hw ? want : hw;
 }
