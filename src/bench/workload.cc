@@ -156,7 +156,7 @@ Status check_arrival_options(const ArrivalOptions& o) {
   if (!(o.request_rate > 0))
     return InvalidArgument("--request-rate must be > 0 or inf, got {}", o.request_rate);
   if (!(o.burstiness > 0) || std::isinf(o.burstiness))
-    return InvalidArgument("--burstiness must be a positive number, got {}", o.burstiness);
+    return InvalidArgument("--burstiness must be a finite positive number, got {}", o.burstiness);
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "bench/http_client.h"
@@ -41,6 +42,12 @@ Expected<double> parse_rate(const std::string& text) {
     size_t used = 0;
     rate = std::stod(text, &used);
     if (used != text.size()) rate = -1;
+  } catch (const std::out_of_range&) {  // 1e999; 1e-999 is below any rate too
+    if (text.find('-') == std::string::npos && text.find("e-") == std::string::npos &&
+        text.find("E-") == std::string::npos)
+      return InvalidArgument("--request-rate: '{}' is beyond a 64-bit float's range (inf sends "
+                             "every request at once)", text);
+    rate = -1;
   } catch (...) {
     rate = -1;
   }

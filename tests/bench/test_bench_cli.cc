@@ -137,10 +137,15 @@ TEST(BenchCli, WorkloadNumbersAreCheckedBeforeTheModelLoads) {
   expect_error(b + "--request-rate 0x10", "--request-rate: '0x10' is not a decimal number");
   expect_error(b + "--request-rate ' 1'", "--request-rate: ' 1' is not a decimal number");
   expect_error(b + "--request-rate 0", "--request-rate: '0' is not a positive number or inf");
-  expect_error(b + "--burstiness 0", "--burstiness must be a positive number, got 0");
+  expect_error(b + "--burstiness 0", "--burstiness must be a finite positive number, got 0");
+  expect_error(b + "--burstiness 1e999", "--burstiness must be a finite positive number, got inf");
+  expect_error(b + "--request-rate 1e999",
+               "--request-rate: '1e999' is beyond a 64-bit float's range (inf sends every request "
+               "at once)");
+  expect_error(b + "--request-rate 1e-999", "--request-rate: '1e-999' is not a positive number or inf");
   expect_error(b + "--range-ratio 1", "--range-ratio must be in [0, 1), got 1");
   expect_error(b + "--num-prompts 2 --output-len 4 --request-rate inf --burstiness inf",
-               "--burstiness must be a positive number, got inf");
+               "--burstiness must be a finite positive number, got inf");
   expect_error(b + "--num-prompts 2 --output-len 4 --request-rate 1e-9",
                "--request-rate 1e-09 would spread 2 requests over about 1e+09 s (more than a "
                "week); give a higher rate");
